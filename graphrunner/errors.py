@@ -1,0 +1,134 @@
+"""The one error tree of graphrunner: every error raised to users derives from `GraphrunnerError`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from graphrunner.report import Issue
+
+
+class GraphrunnerError(Exception):
+    """Root of every error graphrunner raises."""
+
+
+class GraphNotFound(GraphrunnerError):
+    """A graph file or graph id could not be found."""
+
+
+class GraphValidationError(GraphrunnerError):
+    """A graph is invalid; `issues` lists every problem as `{code, message, node}`."""
+
+    def __init__(self, issues: Sequence[Issue], source: str | None = None) -> None:
+        self.issues = list(issues)
+        self.source = source
+        head = f"invalid graph {source}" if source else "invalid graph"
+        lines = [i.render() for i in self.issues] or ["(no details)"]
+        super().__init__(head + ":\n  " + "\n  ".join(lines))
+
+    @property
+    def codes(self) -> list[str]:
+        """The issue codes, in order."""
+        return [i.code for i in self.issues]
+
+
+class ExpressionError(GraphrunnerError):
+    """An expression failed to compile or to evaluate."""
+
+    def __init__(self, message: str, expression: str | None = None) -> None:
+        self.expression = expression
+        super().__init__(message)
+
+
+class ToolError(GraphrunnerError):
+    """Raised by a tool: an action failed. `transient` errors are retried by default."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        error_type: str | None = None,
+        classification: str | None = None,
+        transient: bool = False,
+    ) -> None:
+        self.error_type = error_type or type(self).__name__
+        self.classification = classification or ("transient" if transient else "permanent")
+        super().__init__(message)
+
+
+class UnknownTool(GraphrunnerError):
+    """No tool of that name is registered."""
+
+
+class RunError(GraphrunnerError):
+    """A run ended on an error. `category` is the runtime error category of DESIGN §2.5."""
+
+    category = "node_exception"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        node: str | None = None,
+        step: int | None = None,
+        state: dict[str, Any] | None = None,
+        category: str | None = None,
+    ) -> None:
+        self.node = node
+        self.step = step
+        self.state = state
+        if category:
+            self.category = category
+        super().__init__(message)
+
+
+class NodeError(RunError):
+    """A node's action (or its edge) failed; `state` is the state at failure."""
+
+
+class RoutingError(RunError):
+    """A `next` resolved to a name that is neither a node nor `$end`."""
+
+    category = "routing_error"
+
+
+class ReducerError(RunError):
+    """A reducer rejected an update; names field, reducer and node, keeps the pre-merge state."""
+
+    category = "reducer_error"
+
+    def __init__(self, message: str, *, field: str, reducer: str, **kwargs: Any) -> None:
+        self.field = field
+        self.reducer = reducer
+        super().__init__(message, **kwargs)
+
+
+class StateValidationError(RunError):
+    """Values failed the declared input or state schema; `fields` names them."""
+
+    category = "state_validation_error"
+
+    def __init__(self, message: str, *, fields: Sequence[str] = (), **kwargs: Any) -> None:
+        self.fields = list(fields)
+        super().__init__(message, **kwargs)
+
+
+class PermissionDenied(RunError):
+    """A run's capabilities do not allow a dispatch."""
+
+    category = "permission_denied"
+
+
+class LimitExceeded(RunError):
+    """A run exceeded a limit such as `max_steps`."""
+
+    category = "limit_exceeded"
+
+
+RUN_ERROR_CLASSES: dict[str, type[RunError]] = {
+    "routing_error": RoutingError,
+    "reducer_error": ReducerError,
+    "state_validation_error": StateValidationError,
+    "permission_denied": PermissionDenied,
+    "limit_exceeded": LimitExceeded,
+}

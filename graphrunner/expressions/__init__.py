@@ -1,0 +1,20 @@
+"""Expressions: `${...}` interpolation, path fallbacks, CEL, and conditions."""
+
+from graphrunner.expressions.conditions import CompiledCondition, compile_condition
+from graphrunner.expressions.template import (
+    Constant,
+    Template,
+    compile_expression,
+    compile_template,
+    render_text,
+)
+
+__all__ = [
+    "CompiledCondition",
+    "Constant",
+    "Template",
+    "compile_condition",
+    "compile_expression",
+    "compile_template",
+    "render_text",
+]

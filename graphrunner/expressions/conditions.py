@@ -1,0 +1,165 @@
+"""Conditions compiled once: CEL strings and the structured `{path, op, value}` form."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from graphrunner.errors import ExpressionError
+from graphrunner.expressions.paths import parse_fallback
+from graphrunner.expressions.scanner import split_template
+from graphrunner.expressions.template import (
+    Constant,
+    Expression,
+    Template,
+    compile_expression,
+    compile_template,
+    expression_paths,
+)
+from graphrunner.model.conditions import Condition, StructuredCondition
+
+
+class CompiledCondition(Protocol):
+    """A condition ready to test against a context."""
+
+    source: str
+
+    def holds(self, context: Mapping[str, Any]) -> bool: ...
+
+    def roots(self) -> set[str]: ...
+
+    def paths(self) -> list[tuple[str, ...]]: ...
+
+
+class ExpressionCondition:
+    """A CEL (or path) condition; it must give a boolean (null counts as false)."""
+
+    def __init__(self, source: str, expr: Expression) -> None:
+        self.source = source
+        self.expr = expr
+
+    def holds(self, context: Mapping[str, Any]) -> bool:
+        value = self.expr.evaluate(context)
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise ExpressionError(
+                f"condition '{self.source}' gave {type(value).__name__} {value!r}, not a boolean",
+                self.source,
+            )
+        return value
+
+    def roots(self) -> set[str]:
+        return self.expr.roots
+
+    def paths(self) -> list[tuple[str, ...]]:
+        return expression_paths(self.expr)
+
+
+def _compare(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    def test(left: Any, right: Any) -> bool:
+        try:
+            return left is not None and right is not None and bool(op(left, right))
+        except TypeError:
+            return False
+
+    return test
+
+
+def _contains(left: Any, right: Any) -> bool:
+    try:
+        return left is not None and right in left
+    except TypeError:
+        return False
+
+
+OPS: dict[str, Callable[[Any, Any], bool]] = {
+    "eq": lambda a, b: bool(a == b),
+    "ne": lambda a, b: bool(a != b),
+    "gt": _compare(lambda a, b: a > b),
+    "gte": _compare(lambda a, b: a >= b),
+    "lt": _compare(lambda a, b: a < b),
+    "lte": _compare(lambda a, b: a <= b),
+    "in": lambda a, b: _contains(b, a),
+    "not_in": lambda a, b: not _contains(b, a),
+    "contains": _contains,
+    "exists": lambda a, b: a is not None,
+    "truthy": lambda a, b: bool(a),
+}
+
+
+class PathCondition:
+    """`{path, op, value}`: `value` may itself be interpolated."""
+
+    def __init__(self, cond: StructuredCondition, namespaces: frozenset[str]) -> None:
+        assert cond.path is not None and cond.op is not None
+        self.source = f"{cond.path} {cond.op} {cond.value!r}"
+        path = parse_fallback(cond.path)
+        if path is None:
+            raise ExpressionError(f"condition path {cond.path!r} is not a dotted path", cond.path)
+        self.expr = compile_expression(cond.path, namespaces)
+        self.op = cond.op
+        self.value: Template = compile_template(cond.value, namespaces)
+        self.pattern: re.Pattern[str] | None = None
+        if self.op == "matches" and isinstance(self.value, Constant):
+            self.pattern = _regex(self.value.value)
+
+    def holds(self, context: Mapping[str, Any]) -> bool:
+        left = self.expr.evaluate(context)
+        right = self.value.render(context)
+        if self.op == "matches":
+            pattern = self.pattern or _regex(right)
+            return isinstance(left, str) and pattern.search(left) is not None
+        return OPS[self.op](left, right)
+
+    def roots(self) -> set[str]:
+        return self.expr.roots | self.value.roots()
+
+    def paths(self) -> list[tuple[str, ...]]:
+        return expression_paths(self.expr) + self.value.paths()
+
+
+def _regex(value: Any) -> re.Pattern[str]:
+    if not isinstance(value, str):
+        raise ExpressionError(f"'matches' needs a regular expression string, got {value!r}")
+    try:
+        return re.compile(value)
+    except re.error as exc:
+        raise ExpressionError(f"bad regular expression {value!r}: {exc}", value) from None
+
+
+class Combined:
+    """`all`, `any` or `not` over other conditions."""
+
+    def __init__(self, kind: str, parts: list[CompiledCondition]) -> None:
+        self.kind = kind
+        self.parts = parts
+        self.source = f"{kind}({', '.join(p.source for p in parts)})"
+
+    def holds(self, context: Mapping[str, Any]) -> bool:
+        if self.kind == "all":
+            return all(p.holds(context) for p in self.parts)
+        if self.kind == "any":
+            return any(p.holds(context) for p in self.parts)
+        return not self.parts[0].holds(context)
+
+    def roots(self) -> set[str]:
+        return set().union(*(p.roots() for p in self.parts))
+
+    def paths(self) -> list[tuple[str, ...]]:
+        return [q for p in self.parts for q in p.paths()]
+
+
+def compile_condition(cond: Condition, namespaces: frozenset[str]) -> CompiledCondition:
+    """Compile a `when`; raises `ExpressionError` for a malformed one."""
+    if isinstance(cond, str):
+        parts = split_template(cond)
+        source = parts[0][1] if len(parts) == 1 and parts[0][0] else cond
+        return ExpressionCondition(source, compile_expression(source, namespaces))
+    if cond.path is not None:
+        return PathCondition(cond, namespaces)
+    if cond.not_ is not None:
+        return Combined("not", [compile_condition(cond.not_, namespaces)])
+    kind, members = ("all", cond.all) if cond.all is not None else ("any", cond.any or ())
+    return Combined(kind, [compile_condition(c, namespaces) for c in members])

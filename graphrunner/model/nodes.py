@@ -1,0 +1,143 @@
+"""Node types: action (default), gate, foreach, subgraph, pause and return."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Discriminator, Field, Tag, field_validator
+
+from graphrunner.model.actions import Action, RetryPolicy
+from graphrunner.model.base import Model
+from graphrunner.model.edges import Next
+
+ErrorMode = Literal["fail", "continue"]
+NODE_TYPES = ("action", "gate", "foreach", "subgraph", "pause", "return")
+PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+
+
+class _Routed(Model):
+    """What every routed node has: a description, `assign` and `next`."""
+
+    description: str | None = None
+    assign: dict[str, Any] = Field(default_factory=dict)
+    next: Next | None = None
+
+
+class _ErrorHandled(_Routed):
+    """Nodes whose work can fail: recovery routing, error mode, result key."""
+
+    on_error: str | None = None
+    error_mode: ErrorMode | None = None
+    result_key: str | None = None
+    env_requires: tuple[str, ...] = ()
+
+
+class _Dispatching(_ErrorHandled):
+    """Nodes that dispatch a tool: retry, timeout, queue and result cache."""
+
+    action: Action
+    retry: tuple[RetryPolicy, ...] | None = None
+    timeout: float | None = Field(default=None, gt=0)
+    queue: str | None = None
+    cache_result: bool = False
+
+    @field_validator("retry", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        """`retry` is one policy or an ordered list of policies."""
+        return [value] if isinstance(value, dict) else value
+
+
+class ActionNode(_Dispatching):
+    """Dispatch `action`, then `assign`, then route by `next`."""
+
+    type: Literal["action"] = "action"
+
+
+class GateNode(_Routed):
+    """No action: `assign` runs first, then `next` sees the updated state."""
+
+    type: Literal["gate"]
+
+
+class ForeachNode(_Dispatching):
+    """Run `action` once per item of `over`, one after another or as a chord."""
+
+    type: Literal["foreach"]
+    over: Any
+    as_: str = Field(default="item", alias="as", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    parallel: bool = False
+    max_concurrency: int | None = Field(default=None, ge=1)
+    collect: str | None = None
+    tolerated_failures: int | str = 0
+
+    @field_validator("tolerated_failures")
+    @classmethod
+    def _count_or_percent(cls, value: int | str) -> int | str:
+        if isinstance(value, int):
+            if value < 0:
+                raise ValueError("tolerated_failures must not be negative")
+            return value
+        match = PERCENT.match(value)
+        if not match or float(match.group(1)) > 100:
+            raise ValueError(f"tolerated_failures must be a count or a percentage like '10%', got {value!r}")
+        return value
+
+    def tolerated(self, total: int) -> int:
+        """How many failed items are tolerated out of `total`."""
+        if isinstance(self.tolerated_failures, int):
+            return self.tolerated_failures
+        match = PERCENT.match(self.tolerated_failures)
+        assert match is not None
+        return int(total * float(match.group(1)) / 100)
+
+
+class SubgraphNode(_ErrorHandled):
+    """Run graph `graph` as a child run; state crosses by the projection rules."""
+
+    type: Literal["subgraph"]
+    graph: str = Field(min_length=1)
+    inputs: dict[str, Any] | None = None
+    outputs: dict[str, str] | None = None
+
+
+class PauseNode(_Routed):
+    """Park the run as `paused` until it is resumed; then route by `next`."""
+
+    type: Literal["pause"]
+    message: str | None = None
+
+
+class ReturnNode(Model):
+    """End the run; `output` is interpolated, or the whole state without it."""
+
+    type: Literal["return"]
+    description: str | None = None
+    assign: dict[str, Any] = Field(default_factory=dict)
+    output: Any = None
+
+
+def node_tag(data: Any) -> str:
+    """The node type of a raw mapping (`type`, Rye's `node_type`, default `action`)."""
+    if isinstance(data, dict):
+        return str(data.get("type") or "action")
+    return str(getattr(data, "type", "action"))
+
+
+Node = Annotated[
+    Union[
+        Annotated[ActionNode, Tag("action")],
+        Annotated[GateNode, Tag("gate")],
+        Annotated[ForeachNode, Tag("foreach")],
+        Annotated[SubgraphNode, Tag("subgraph")],
+        Annotated[PauseNode, Tag("pause")],
+        Annotated[ReturnNode, Tag("return")],
+    ],
+    Discriminator(
+        node_tag,
+        custom_error_type="unknown_node_type",
+        custom_error_message=f"unknown node type; use one of {', '.join(NODE_TYPES)}",
+    ),
+]
+AnyNode = ActionNode | GateNode | ForeachNode | SubgraphNode | PauseNode | ReturnNode

@@ -1,0 +1,43 @@
+"""Configuration from `GRAPHRUNNER_*` environment variables, read in this one place."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, got {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting graphrunner reads from the environment."""
+
+    graph_path: tuple[Path, ...] = ()
+    max_graph_bytes: int = 1_048_576
+    max_state_bytes: int = 1_048_576
+    quiet: bool = False
+    default_capabilities: tuple[str, ...] = field(default=("*",))
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """Read the settings from `os.environ`."""
+        path = os.environ.get("GRAPHRUNNER_GRAPH_PATH", "")
+        caps = os.environ.get("GRAPHRUNNER_DEFAULT_CAPABILITIES")
+        return cls(
+            graph_path=tuple(Path(p) for p in path.split(os.pathsep) if p),
+            max_graph_bytes=_int("GRAPHRUNNER_MAX_GRAPH_BYTES", cls.max_graph_bytes),
+            max_state_bytes=_int("GRAPHRUNNER_MAX_STATE_BYTES", cls.max_state_bytes),
+            quiet=os.environ.get("GRAPHRUNNER_QUIET", "") not in ("", "0", "false"),
+            default_capabilities=(
+                tuple(c.strip() for c in caps.split(",") if c.strip()) if caps is not None else ("*",)
+            ),
+        )

@@ -1,0 +1,54 @@
+"""What a tool is: an async callable of `(params, context)` with a name and a version."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
+
+from graphrunner.errors import ToolError
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Who is calling: run, graph, node, step and attempt, and the node's timeout."""
+
+    run_id: str
+    graph_id: str
+    node: str
+    step: int
+    attempt: int = 1
+    timeout: float | None = None
+    item_index: int | None = None
+
+    @property
+    def idempotency_key(self) -> str:
+        """A key that is the same for every attempt of this step (and foreach item)."""
+        item = "" if self.item_index is None else f":{self.item_index}"
+        return f"{self.run_id}:{self.step}{item}"
+
+
+@runtime_checkable
+class Tool(Protocol):
+    """A tool: `await tool.run(params, context)` returns the result or raises `ToolError`."""
+
+    name: str
+    version: str
+
+    async def run(self, params: dict[str, Any], context: ToolContext) -> Any: ...
+
+
+def parse_params[M: BaseModel](model: type[M], params: dict[str, Any], tool: str) -> M:
+    """Validate a tool's params; a bad one is a `validation` ToolError naming the param."""
+    try:
+        return model.model_validate(params)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(params)'}: {e['msg']}" for e in exc.errors()
+        )
+        raise ToolError(
+            f"tool '{tool}' got bad params: {problems}",
+            error_type="InvalidParams",
+            classification="validation",
+        ) from None
