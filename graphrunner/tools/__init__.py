@@ -3,4 +3,11 @@
 from graphrunner.tools.base import Tool, ToolContext, parse_params
 from graphrunner.tools.registry import ToolRegistry, default_registry, register_tool
 
-__all__ = ["Tool", "ToolContext", "ToolRegistry", "default_registry", "parse_params", "register_tool"]
+__all__ = [
+    "Tool",
+    "ToolContext",
+    "ToolRegistry",
+    "default_registry",
+    "parse_params",
+    "register_tool",
+]

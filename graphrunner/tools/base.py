@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -39,7 +39,10 @@ class Tool(Protocol):
     async def run(self, params: dict[str, Any], context: ToolContext) -> Any: ...
 
 
-def parse_params[M: BaseModel](model: type[M], params: dict[str, Any], tool: str) -> M:
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_params(model: type[M], params: dict[str, Any], tool: str) -> M:
     """Validate a tool's params; a bad one is a `validation` ToolError naming the param."""
     try:
         return model.model_validate(params)

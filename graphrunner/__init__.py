@@ -1,0 +1,52 @@
+"""graphrunner: declarative state graphs, run durably and in parallel on Celery and Redis."""
+
+from graphrunner.engine import RunSnapshot, RunStatus
+from graphrunner.errors import (
+    ExpressionError,
+    GraphNotFound,
+    GraphrunnerError,
+    GraphValidationError,
+    LimitExceeded,
+    NodeError,
+    PermissionDenied,
+    ReducerError,
+    RoutingError,
+    RunError,
+    StateValidationError,
+    ToolError,
+)
+from graphrunner.graph import Graph
+from graphrunner.loading import load_graph, parse_graph
+from graphrunner.model import END
+from graphrunner.report import Issue, ValidationReport
+from graphrunner.results import RunResult
+from graphrunner.tools import Tool, ToolContext, register_tool
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "END",
+    "ExpressionError",
+    "Graph",
+    "GraphNotFound",
+    "GraphValidationError",
+    "GraphrunnerError",
+    "Issue",
+    "LimitExceeded",
+    "NodeError",
+    "PermissionDenied",
+    "ReducerError",
+    "RoutingError",
+    "RunError",
+    "RunResult",
+    "RunSnapshot",
+    "RunStatus",
+    "StateValidationError",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ValidationReport",
+    "load_graph",
+    "parse_graph",
+    "register_tool",
+]

@@ -1,0 +1,150 @@
+"""A graph's expressions compiled once at load: params, assign, next, over, output, hooks.
+
+`compile_nodes` walks the spec and records a `bad_expression` issue for every site that
+does not compile, so one load reports every bad expression with where it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphrunner import namespaces as ns
+from graphrunner.errors import ExpressionError
+from graphrunner.expressions import CompiledCondition, Constant, Template, compile_condition, compile_template
+from graphrunner.importing import ImportFailed, import_callable
+from graphrunner.model import (
+    ActionNode,
+    AnyNode,
+    ForeachNode,
+    GraphSpec,
+    Hook,
+    Next,
+    ReturnNode,
+    SubgraphNode,
+)
+from graphrunner.report import Issue
+
+
+@dataclass(frozen=True)
+class CompiledNext:
+    """Branches as (target, condition or None), or a routing function."""
+
+    branches: tuple[tuple[str, CompiledCondition | None], ...] = ()
+    fn: Callable[..., Any] | None = None
+    fn_ref: str | None = None
+
+
+@dataclass(frozen=True)
+class CompiledNode:
+    """Every expression of one node, ready to render."""
+
+    name: str
+    spec: AnyNode
+    params: Template = Constant({})
+    assign: dict[str, Template] = field(default_factory=dict)
+    next: CompiledNext | None = None
+    over: Template | None = None
+    output: Template | None = None
+    child_inputs: dict[str, Template] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CompiledHook:
+    """A hook's condition and action params."""
+
+    spec: Hook
+    when: CompiledCondition | None
+    params: Template
+
+
+class _Collector:
+    """Compiles sites and turns failures into issues with a location."""
+
+    def __init__(self) -> None:
+        self.issues: list[Issue] = []
+
+    def template(self, value: Any, names: frozenset[str], node: str | None, where: str) -> Template:
+        try:
+            return compile_template(value, names)
+        except ExpressionError as exc:
+            self._bad(exc, node, where)
+            return Constant(None)
+
+    def condition(self, cond: Any, names: frozenset[str], node: str | None, where: str) -> CompiledCondition | None:
+        try:
+            return compile_condition(cond, names)
+        except ExpressionError as exc:
+            self._bad(exc, node, where)
+            return None
+
+    def _bad(self, exc: ExpressionError, node: str | None, where: str) -> None:
+        subject = f"node '{node}': " if node else ""
+        self.issues.append(Issue("bad_expression", f"{subject}{where}: {exc}", node=node, location=where))
+
+
+def compile_nodes(spec: GraphSpec) -> tuple[dict[str, CompiledNode], list[Issue]]:
+    """Compile every node; returns the compiled nodes and the issues found."""
+    collector = _Collector()
+    nodes = {name: _compile_node(name, node, collector) for name, node in spec.nodes.items()}
+    return nodes, collector.issues
+
+
+def compile_hooks(hooks: tuple[Hook, ...]) -> tuple[tuple[CompiledHook, ...], list[Issue]]:
+    """Compile the graph's hooks."""
+    c = _Collector()
+    out = []
+    for i, hook in enumerate(hooks):
+        where = f"config.hooks.{i}"
+        when = c.condition(hook.when, ns.HOOK, None, f"{where}.when") if hook.when is not None else None
+        out.append(CompiledHook(hook, when, c.template(hook.action.params, ns.HOOK, None, f"{where}.action.params")))
+    return tuple(out), c.issues
+
+
+def _compile_node(name: str, node: AnyNode, c: _Collector) -> CompiledNode:
+    base = f"nodes.{name}"
+    assign = {k: c.template(v, ns.WITH_RESULT, name, f"{base}.assign.{k}") for k, v in node.assign.items()}
+    if isinstance(node, ReturnNode):
+        output = c.template(node.output, ns.WITH_RESULT, name, f"{base}.output") if node.output is not None else None
+        return CompiledNode(name, node, assign=assign, output=output)
+    compiled_next = _compile_next(node.next, name, c) if node.next is not None else None
+    params: Template = Constant({})
+    over = None
+    child_inputs: dict[str, Template] = {}
+    if isinstance(node, ForeachNode):
+        params = c.template(node.action.params, ns.for_params(node.as_), name, f"{base}.action.params")
+        over = c.template(node.over, ns.BASE, name, f"{base}.over")
+    elif isinstance(node, ActionNode):
+        params = c.template(node.action.params, ns.for_params(), name, f"{base}.action.params")
+    elif isinstance(node, SubgraphNode):
+        child_inputs = {
+            k: c.template(_as_expression(v), ns.BASE, name, f"{base}.inputs.{k}")
+            for k, v in (node.inputs or {}).items()
+        }
+    return CompiledNode(
+        name, node, params=params, assign=assign, next=compiled_next, over=over, child_inputs=child_inputs
+    )
+
+
+def _as_expression(value: Any) -> Any:
+    """A subgraph input written as a bare parent field name reads `state.<name>`."""
+    if isinstance(value, str) and "${" not in value:
+        return "${state." + value + "}"
+    return value
+
+
+def _compile_next(spec: Next, node: str, c: _Collector) -> CompiledNext:
+    if spec.fn is not None:
+        try:
+            return CompiledNext(fn=import_callable(spec.fn), fn_ref=spec.fn)
+        except ImportFailed as exc:
+            c.issues.append(Issue("invalid_schema", f"node '{node}': next.fn: {exc}", node=node,
+                                  location=f"nodes.{node}.next.fn"))
+            return CompiledNext(fn_ref=spec.fn)
+    branches = []
+    for i, branch in enumerate(spec.branches):
+        where = f"nodes.{node}.next.{i}.when"
+        when = c.condition(branch.when, ns.WITH_RESULT, node, where) if branch.when is not None else None
+        branches.append((branch.to, when))
+    return CompiledNext(branches=tuple(branches))

@@ -1,0 +1,48 @@
+"""The pure step engine (DESIGN §8): snapshots in, snapshots out, no I/O.
+
+A step is `prepare` (what to dispatch) then, after the runner did the I/O, `complete`
+(update, merged state, next node, errors, transcript event).
+"""
+
+from graphrunner.engine.hooks import control_answer, first_answer, hook_calls
+from graphrunner.engine.lifecycle import ResumeError, begin, missing_env, resume
+from graphrunner.engine.outcomes import (
+    ActionFailure,
+    ActionOutcome,
+    ChildOutcome,
+    Control,
+    ForeachOutcome,
+    ItemOutcome,
+    NoOutcome,
+    Outcome,
+)
+from graphrunner.engine.plan import ActionCall, StepPlan, item_call, prepare
+from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
+from graphrunner.engine.step import StepResult, complete
+
+__all__ = [
+    "ActionCall",
+    "ActionFailure",
+    "ActionOutcome",
+    "ChildOutcome",
+    "Control",
+    "ForeachOutcome",
+    "ItemOutcome",
+    "NoOutcome",
+    "Outcome",
+    "ResumeError",
+    "RunSnapshot",
+    "RunStatus",
+    "StepEvent",
+    "StepPlan",
+    "StepResult",
+    "begin",
+    "complete",
+    "control_answer",
+    "first_answer",
+    "hook_calls",
+    "item_call",
+    "missing_env",
+    "prepare",
+    "resume",
+]

@@ -1,0 +1,43 @@
+"""Capabilities (DESIGN §2.8): fnmatch patterns over `tool:NAME`, checked fail-closed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
+
+from graphrunner.engine.outcomes import ActionFailure
+
+if TYPE_CHECKING:
+    from graphrunner.engine.plan import ActionCall
+
+
+def required(call: ActionCall | None, graph_id: str | None = None) -> list[str]:
+    """The capability names that would each allow a dispatch (python: the tool or that fn)."""
+    if graph_id is not None:
+        return [f"graph:{graph_id}"]
+    assert call is not None
+    names = [f"tool:{call.tool}"]
+    fn = call.params.get("fn")
+    if call.tool == "python" and isinstance(fn, str):
+        names.append(f"tool:python:{fn.replace(':', '.')}")
+    return names
+
+
+def allows(capabilities: Sequence[str], name: str) -> bool:
+    """True when some capability pattern matches `name`."""
+    return any(fnmatchcase(name, pattern) for pattern in capabilities)
+
+
+def denied(capabilities: Sequence[str], call: ActionCall | None, graph_id: str | None = None) -> ActionFailure | None:
+    """A `permission_denied` failure naming what is missing, or None when allowed."""
+    names = required(call, graph_id)
+    if any(allows(capabilities, n) for n in names):
+        return None
+    what = f"subgraph '{graph_id}'" if graph_id else f"tool '{call.tool if call else '?'}'"
+    return ActionFailure(
+        "permission_denied",
+        f"{what} needs capability {' or '.join(repr(n) for n in names)}; the run has "
+        f"{list(capabilities) or 'none'}",
+        "PermissionDenied",
+    )

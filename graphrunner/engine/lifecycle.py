@@ -1,0 +1,80 @@
+"""Starting and resuming runs: pure functions from a graph to a snapshot."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from graphrunner.engine.routing import route
+from graphrunner.engine.plan import eval_context
+from graphrunner.engine.snapshot import RunSnapshot, RunStatus
+from graphrunner.engine.state import check_inputs, check_state, initial_state
+from graphrunner.errors import GraphrunnerError, RunError
+from graphrunner.model import PauseNode
+
+if TYPE_CHECKING:
+    from graphrunner.graph import Graph
+
+
+def begin(
+    graph: Graph,
+    inputs: Mapping[str, Any] | None,
+    *,
+    run_id: str,
+    state: Mapping[str, Any] | None = None,
+    capabilities: Sequence[str] = ("*",),
+    depth: int = 0,
+) -> RunSnapshot:
+    """The snapshot of a new run at the entry node; raises `StateValidationError` for bad inputs."""
+    checked = check_inputs(graph.spec, inputs)
+    first = initial_state(graph.spec, state)
+    check_state(graph.spec, first, "the start of the run")
+    assert graph.spec.config.start is not None
+    return RunSnapshot(
+        run_id=run_id,
+        graph_id=graph.id,
+        graph_hash=graph.content_hash,
+        inputs=checked,
+        state=first,
+        node=graph.spec.config.start,
+        capabilities=tuple(capabilities),
+        depth=depth,
+    )
+
+
+def missing_env(graph: Graph, environ: Mapping[str, str] | None = None) -> list[str]:
+    """`env_requires` entries (graph and nodes) not set in the environment, with where."""
+    env = os.environ if environ is None else environ
+    wanted = [(v, "config.env_requires") for v in graph.spec.config.env_requires]
+    for name, node in graph.spec.nodes.items():
+        wanted += [(v, f"node '{name}'") for v in getattr(node, "env_requires", ())]
+    return [f"{var} ({where})" for var, where in wanted if var not in env]
+
+
+class ResumeError(GraphrunnerError):
+    """A run cannot be resumed in its current status."""
+
+
+RESUMABLE = {RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.PAUSED, RunStatus.RUNNING}
+
+
+def resume(graph: Graph, snap: RunSnapshot, now: datetime, patch: Mapping[str, Any] | None = None) -> RunSnapshot:
+    """Continue a failed, cancelled or paused run at its current node, with `patch` set in state."""
+    if snap.status not in RESUMABLE or snap.node is None:
+        raise ResumeError(f"run {snap.run_id} is {snap.status.value} and cannot be resumed")
+    state = {**snap.state, **(patch or {})}
+    check_state(graph.spec, state, "resume")
+    resumed = snap.model_copy(update={"state": state, "status": RunStatus.RUNNING, "error": None})
+    node = graph.nodes[snap.node]
+    if snap.status is RunStatus.PAUSED and isinstance(node.spec, PauseNode):
+        try:
+            target = route(node.next, eval_context(resumed, now), graph.nodes, snap.node)
+        except RunError as exc:
+            raise ResumeError(f"run {snap.run_id}: routing after pause failed: {exc}") from exc
+        if target is None:
+            status = RunStatus.COMPLETED_WITH_ERRORS if snap.errors else RunStatus.COMPLETED
+            return resumed.model_copy(update={"node": None, "status": status, "output": state})
+        return resumed.model_copy(update={"node": target})
+    return resumed

@@ -1,0 +1,70 @@
+"""A run as the engine sees it between steps: an immutable, JSON-serialisable snapshot."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RunStatus(StrEnum):
+    """The lifecycle of a run (DESIGN §3)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    COMPLETED_WITH_ERRORS = "completed_with_errors"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        """True for statuses a run never leaves on its own."""
+        return self in FINISHED
+
+
+FINISHED = frozenset(
+    {RunStatus.COMPLETED, RunStatus.COMPLETED_WITH_ERRORS, RunStatus.FAILED, RunStatus.CANCELLED}
+)
+
+
+class RunSnapshot(BaseModel):
+    """Everything the next step needs: where the run is, its state and what happened so far."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    graph_id: str
+    graph_hash: str = ""
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    state: dict[str, Any] = Field(default_factory=dict)
+    node: str | None = None
+    step: int = 0
+    status: RunStatus = RunStatus.RUNNING
+    path: tuple[str, ...] = ()
+    errors: tuple[dict[str, Any], ...] = ()
+    error: dict[str, Any] | None = None
+    output: Any = None
+    depth: int = 0
+    capabilities: tuple[str, ...] = ("*",)
+
+    def run_namespace(self) -> dict[str, Any]:
+        """The `run` expression namespace: id, graph id and the step being taken."""
+        return {"id": self.run_id, "graph_id": self.graph_id, "step": self.step + 1}
+
+
+class StepEvent(BaseModel):
+    """What one step did, for the transcript (the runner adds timing and worker)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step: int
+    node: str
+    status: str  # ok | error | end | paused
+    next_node: str | None = None
+    changed_keys: tuple[str, ...] = ()
+    error: dict[str, Any] | None = None
+    cache_hit: bool = False
+    attempts: int = 1

@@ -1,0 +1,93 @@
+"""Inputs and state at a run's boundaries: defaults, the input schema, declared types."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from graphrunner.errors import StateValidationError
+from graphrunner.model import GraphSpec, InputField, StateField
+
+TYPE_CHECKS = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "list": lambda v: isinstance(v, list | tuple),
+    "object": lambda v: isinstance(v, Mapping),
+    "any": lambda v: True,
+}
+
+
+def _type_problem(name: str, value: Any, fld: StateField | InputField) -> str | None:
+    if value is None or TYPE_CHECKS[fld.type](value):
+        return None
+    return f"'{name}' must be {fld.type}, got {type(value).__name__} {_short(value)}"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def check_inputs(spec: GraphSpec, inputs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Inputs with defaults applied; raises `StateValidationError` naming every bad input."""
+    if inputs is not None and not isinstance(inputs, Mapping):
+        raise StateValidationError(f"inputs must be a mapping, got {type(inputs).__name__}", fields=[])
+    given = dict(inputs or {})
+    if not spec.inputs:
+        return given
+    problems: dict[str, str] = {}
+    for name in given:
+        if name not in spec.inputs:
+            problems[name] = f"unknown input '{name}'; declared inputs: {', '.join(sorted(spec.inputs))}"
+    out = {}
+    for name, fld in spec.inputs.items():
+        if name not in given:
+            if fld.required:
+                problems[name] = f"input '{name}' is required"
+            elif fld.has_default:
+                out[name] = copy.deepcopy(fld.default)
+            continue
+        value = given[name]
+        problem = _type_problem(name, value, fld)
+        if problem is None and fld.enum is not None and value not in fld.enum:
+            problem = f"'{name}' must be one of {list(fld.enum)}, got {value!r}"
+        if problem:
+            problems[name] = problem
+        out[name] = value
+    if problems:
+        raise StateValidationError(
+            f"invalid inputs for graph '{spec.id}': " + "; ".join(problems.values()),
+            fields=sorted(problems),
+        )
+    return out
+
+
+def initial_state(spec: GraphSpec, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Declared fields at their defaults (null without one), then `overrides` on top."""
+    state = {name: copy.deepcopy(fld.default) for name, fld in spec.state.items()}
+    state.update(overrides or {})
+    return state
+
+
+def type_problems(spec: GraphSpec, state: Mapping[str, Any]) -> dict[str, str]:
+    """Declared fields whose value is not of the declared type, with what is wrong."""
+    problems = {}
+    for name, fld in spec.state.items():
+        problem = _type_problem(name, state.get(name), fld)
+        if problem:
+            problems[name] = problem
+    return problems
+
+
+def check_state(spec: GraphSpec, state: Mapping[str, Any], where: str) -> None:
+    """Raise `StateValidationError` naming every field of the wrong type."""
+    problems = type_problems(spec, state)
+    if problems:
+        raise StateValidationError(
+            f"state at {where} fails its schema: " + "; ".join(problems.values()),
+            fields=sorted(problems),
+            state=dict(state),
+        )

@@ -1,0 +1,286 @@
+"""The pure second half of a step: given what the action did, the update, state and next node.
+
+`complete` merges the node's update through the reducers, routes against the post-update
+state, and applies the error handling of DESIGN §2.5 (hook answer, `_last_error`,
+`on_error`, `error_mode`). It does no I/O; `now` is passed in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from graphrunner.compiled import CompiledNode
+from graphrunner.engine.outcomes import (
+    ActionFailure,
+    ActionOutcome,
+    ChildOutcome,
+    Control,
+    ForeachOutcome,
+    Outcome,
+)
+from graphrunner.engine.plan import StepPlan, eval_context
+from graphrunner.engine.routing import route
+from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
+from graphrunner.engine.state import check_state
+from graphrunner.errors import ExpressionError, LimitExceeded, NodeError, RunError
+from graphrunner.model import ForeachNode, PauseNode, ReturnNode, SubgraphNode
+
+if TYPE_CHECKING:
+    from graphrunner.graph import Graph
+
+CATEGORY_OF = {"timeout": "timeout", "permission_denied": "permission_denied"}
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The new snapshot, the transcript event, the update applied, and the failing error if any."""
+
+    snapshot: RunSnapshot
+    event: StepEvent
+    update: dict[str, Any]
+    exception: RunError | None = None
+
+
+@dataclass(frozen=True)
+class _Step:
+    """What every helper of one `complete` call needs."""
+
+    graph: Graph
+    snap: RunSnapshot
+    plan: StepPlan
+    node: CompiledNode
+    now: datetime
+
+    def context(self, state: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        return eval_context(self.snap.model_copy(update={"state": state}), self.now, **extra)
+
+
+def complete(graph: Graph, snap: RunSnapshot, plan: StepPlan, outcome: Outcome, now: datetime) -> StepResult:
+    """Finish the planned step with the runner's outcome; never raises for run errors."""
+    if plan.kind == "limit":
+        limit = graph.spec.config.max_steps
+        err = LimitExceeded(f"max_steps {limit} reached before node '{plan.node}'", node=plan.node,
+                            step=plan.step, state=snap.state)
+        return _fail(snap, plan, err, attempts=0)
+    s = _Step(graph, snap, plan, graph.nodes[plan.node], now)
+    control = getattr(outcome, "control", None)
+    if plan.failure is not None:
+        return _on_failure(s, plan.failure, 1, control)
+    if isinstance(outcome, ActionOutcome):
+        if outcome.failure is not None:
+            return _on_failure(s, outcome.failure, outcome.attempts, control)
+        result = outcome.result
+        extra = {s.node.spec.result_key: result} if getattr(s.node.spec, "result_key", None) else {}
+        return _succeed(s, _namespace(result), extra, outcome.attempts, outcome.cache_hit)
+    if isinstance(outcome, ForeachOutcome):
+        return _after_foreach(s, outcome)
+    if isinstance(outcome, ChildOutcome):
+        return _after_child(s, outcome)
+    return _after_plain(s)
+
+
+def _namespace(result: Any) -> dict[str, Any]:
+    """A mapping result is the `result` namespace; anything else is `{"value": result}`."""
+    return dict(result) if isinstance(result, dict) else {"value": result}
+
+
+def _after_plain(s: _Step) -> StepResult:
+    spec = s.node.spec
+    if isinstance(spec, ReturnNode):
+        return _return(s)
+    if isinstance(spec, PauseNode):
+        return _pause(s)
+    return _succeed(s, None, {}, 1, False)
+
+
+def _assign(s: _Step, result_ns: Any, extra: dict[str, Any]) -> dict[str, Any]:
+    ctx = s.context(s.snap.state, result=result_ns)
+    update = {}
+    for key, template in s.node.assign.items():
+        try:
+            update[key] = template.render(ctx)
+        except ExpressionError as exc:
+            raise NodeError(f"node '{s.node.name}': assign.{key}: {exc}", node=s.node.name) from exc
+    return {**extra, **update}
+
+
+def _merge(s: _Step, result_ns: Any, extra: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    update = _assign(s, result_ns, extra)
+    return update, s.graph.reducers.merge(s.snap.state, update, s.node.name)
+
+
+def _succeed(s: _Step, result_ns: Any, extra: dict[str, Any], attempts: int, cache_hit: bool,
+             suppressed: tuple[dict[str, Any], ...] = ()) -> StepResult:
+    try:
+        update, merged = _merge(s, result_ns, extra)
+    except RunError as exc:
+        return _fail(s.snap, s.plan, _at(exc, s, s.snap.state), attempts)
+    try:
+        target = route(s.node.next, s.context(merged, result=result_ns), s.graph.nodes, s.node.name)
+    except RunError as exc:
+        return _fail(s.snap, s.plan, _at(exc, s, merged), attempts, merged)
+    return _advance(s, merged, update, target, "ok", attempts=attempts, cache_hit=cache_hit,
+                    suppressed=suppressed)
+
+
+def _at(exc: RunError, s: _Step, state: dict[str, Any]) -> RunError:
+    exc.node, exc.step = s.node.name, s.plan.step
+    if exc.state is None:
+        exc.state = state
+    return exc
+
+
+def _advance(s: _Step, state: dict[str, Any], update: dict[str, Any], target: str | None, status: str,
+             *, attempts: int = 1, cache_hit: bool = False, error: dict[str, Any] | None = None,
+             suppressed: tuple[dict[str, Any], ...] = ()) -> StepResult:
+    snap = s.snap.model_copy(update={
+        "state": state, "node": target, "step": s.plan.step, "path": (*s.snap.path, s.node.name),
+        "errors": (*s.snap.errors, *suppressed),
+    })
+    event = StepEvent(step=s.plan.step, node=s.node.name, status=status, next_node=target,
+                      changed_keys=_changed(s.snap.state, state, update), error=error,
+                      cache_hit=cache_hit, attempts=attempts)
+    if target is None:
+        return _end(s, snap, event, update, output=state)
+    return StepResult(snap, event, update)
+
+
+def _changed(before: dict[str, Any], after: dict[str, Any], update: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(k for k in update if before.get(k) != after.get(k) or k not in before)
+
+
+def _end(s: _Step, snap: RunSnapshot, event: StepEvent, update: dict[str, Any], output: Any) -> StepResult:
+    try:
+        check_state(s.graph.spec, snap.state, "the end of the run")
+    except RunError as exc:
+        return _fail(s.snap, s.plan, _at(exc, s, snap.state), event.attempts, snap.state)
+    status = RunStatus.COMPLETED_WITH_ERRORS if snap.errors else RunStatus.COMPLETED
+    final = snap.model_copy(update={"status": status, "node": None, "output": output})
+    return StepResult(final, event.model_copy(update={"status": event.status if event.error else "end"}),
+                      update)
+
+
+def _return(s: _Step) -> StepResult:
+    try:
+        update, merged = _merge(s, None, {})
+        node = s.node
+        output = node.output.render(s.context(merged)) if node.output is not None else merged
+    except ExpressionError as exc:
+        return _fail(s.snap, s.plan, _at(NodeError(f"node '{s.node.name}': output: {exc}"), s, s.snap.state), 1)
+    except RunError as exc:
+        return _fail(s.snap, s.plan, _at(exc, s, s.snap.state), 1)
+    snap = s.snap.model_copy(update={"state": merged, "step": s.plan.step, "path": (*s.snap.path, s.node.name)})
+    event = StepEvent(step=s.plan.step, node=s.node.name, status="end",
+                      changed_keys=_changed(s.snap.state, merged, update))
+    return _end(s, snap, event, update, output)
+
+
+def _pause(s: _Step) -> StepResult:
+    try:
+        update, merged = _merge(s, None, {})
+    except RunError as exc:
+        return _fail(s.snap, s.plan, _at(exc, s, s.snap.state), 1)
+    snap = s.snap.model_copy(update={
+        "state": merged, "step": s.plan.step, "path": (*s.snap.path, s.node.name), "status": RunStatus.PAUSED,
+    })
+    event = StepEvent(step=s.plan.step, node=s.node.name, status="paused",
+                      changed_keys=_changed(s.snap.state, merged, update))
+    return StepResult(snap, event, update)
+
+
+def _after_foreach(s: _Step, outcome: ForeachOutcome) -> StepResult:
+    spec = s.node.spec
+    assert isinstance(spec, ForeachNode)
+    failed = [i for i in outcome.items if not i.outcome.ok]
+    total = len(outcome.items)
+    mode = spec.error_mode or s.graph.spec.config.error_mode
+    if failed and mode == "fail" and len(failed) > spec.tolerated(total):
+        first = failed[0]
+        assert first.outcome.failure is not None
+        failure = ActionFailure(
+            first.outcome.failure.classification,
+            f"{len(failed)} of {total} items failed (tolerated {spec.tolerated(total)}); "
+            f"first, item {first.index}: {first.outcome.failure.message}",
+            first.outcome.failure.error_type,
+        )
+        return _on_failure(s, failure, max(i.outcome.attempts for i in failed), outcome.control)
+    results = [i.outcome.result for i in outcome.items if i.outcome.ok]
+    failures = [{"index": i.index, "item": i.item, "error": _failure_dict(i.outcome)} for i in failed]
+    suppressed = tuple(
+        {"step": s.plan.step, "node": s.node.name, "error": {**f["error"], "index": f["index"]}}
+        for f in failures
+    ) if mode == "continue" else ()
+    result_ns = {"results": results, "failed": failures, "count": total}
+    extra = {spec.collect: results} if spec.collect else {}
+    if spec.result_key:
+        extra[spec.result_key] = result_ns
+    attempts = max((i.outcome.attempts for i in outcome.items), default=1)
+    return _succeed(s, result_ns, extra, attempts, False, suppressed)
+
+
+def _failure_dict(outcome: ActionOutcome) -> dict[str, Any]:
+    return outcome.failure.to_dict() if outcome.failure else {}
+
+
+def _after_child(s: _Step, outcome: ChildOutcome) -> StepResult:
+    spec = s.node.spec
+    assert isinstance(spec, SubgraphNode)
+    if outcome.status not in (RunStatus.COMPLETED, RunStatus.COMPLETED_WITH_ERRORS):
+        error = outcome.error or {}
+        failure = ActionFailure(
+            "permanent",
+            f"subgraph '{spec.graph}' ended {outcome.status}: {error.get('message', 'no error recorded')}",
+            "SubgraphFailed",
+        )
+        return _on_failure(s, failure, 1, outcome.control)
+    if spec.outputs is not None:
+        projected = {parent: outcome.state.get(child) for parent, child in spec.outputs.items()}
+    else:
+        projected = {k: v for k, v in outcome.state.items() if k in s.graph.spec.state}
+    if spec.result_key:
+        projected[spec.result_key] = outcome.output
+    return _succeed(s, _namespace(outcome.output), projected, 1, False)
+
+
+def _on_failure(s: _Step, failure: ActionFailure, attempts: int, control: Control | None) -> StepResult:
+    """DESIGN §2.5 after retries and hooks: `_last_error`, then on_error, then error_mode."""
+    spec = s.node.spec
+    last_error = {"node": s.node.name, "step": s.plan.step, "type": failure.classification,
+                  "error_type": failure.error_type, "message": failure.message, "attempts": attempts}
+    state = {**s.snap.state, "_last_error": last_error}
+    error = {**failure.to_dict(), "node": s.node.name, "step": s.plan.step}
+    on_error = getattr(spec, "on_error", None)
+    mode = getattr(spec, "error_mode", None) or s.graph.spec.config.error_mode
+    if control != "fail" and (control == "continue" or (on_error is None and mode == "continue")):
+        suppressed = ({"step": s.plan.step, "node": s.node.name, "error": failure.to_dict()},)
+        try:
+            target = route(s.node.next, s.context(state), s.graph.nodes, s.node.name)
+        except RunError as exc:
+            return _fail(s.snap, s.plan, _at(exc, s, state), attempts, state)
+        return _advance(s, state, {"_last_error": last_error}, target, "error", attempts=attempts,
+                        error=error, suppressed=suppressed)
+    if control != "fail" and on_error is not None:
+        return _advance(s, state, {"_last_error": last_error}, on_error, "error", attempts=attempts, error=error)
+    category = CATEGORY_OF.get(failure.classification, "node_exception")
+    exc = NodeError(failure.message, node=s.node.name, step=s.plan.step, state=state, category=category)
+    return _fail(s.snap, s.plan, exc, attempts, state)
+
+
+def _fail(snap: RunSnapshot, plan: StepPlan, exc: RunError, attempts: int,
+          state: dict[str, Any] | None = None) -> StepResult:
+    """End the run `failed` at `plan.node` with `exc`; the node stays current for a resume."""
+    error = {"type": exc.category, "message": str(exc), "node": plan.node, "step": plan.step}
+    ran = plan.kind != "limit"
+    final = snap.model_copy(update={
+        "state": state if state is not None else snap.state,
+        "status": RunStatus.FAILED,
+        "error": error,
+        "step": plan.step if ran else snap.step,
+        "path": (*snap.path, plan.node) if ran else snap.path,
+    })
+    event = StepEvent(step=plan.step, node=plan.node, status="error", error=error, attempts=attempts)
+    if exc.state is None:
+        exc.state = final.state
+    return StepResult(final, event, {}, exc)

@@ -1,0 +1,174 @@
+"""Graph files to validated, compiled `Graph` objects."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from graphrunner.compiled import compile_hooks, compile_nodes
+from graphrunner.errors import GraphNotFound, GraphValidationError
+from graphrunner.graph import Graph
+from graphrunner.loading.locate import find_by_id, find_graph
+from graphrunner.loading.schema_errors import schema_issues
+from graphrunner.loading.yaml_source import YamlDocument, parse_yaml
+from graphrunner.model import GraphSpec
+from graphrunner.reducers import ReducerConfigError, Reducers, build_reducer
+from graphrunner.report import Issue, ValidationReport
+from graphrunner.settings import Settings
+from graphrunner.tools import ToolRegistry, default_registry
+from graphrunner.validation import analyse, check_spec
+
+
+def load_graph(
+    ref: str | Path, *, registry: ToolRegistry | None = None, settings: Settings | None = None
+) -> Graph:
+    """Load, validate and compile a graph file or graph id; raises `GraphValidationError`."""
+    graph, report = inspect_graph(ref, registry=registry, settings=settings)
+    if graph is None:
+        raise GraphValidationError(report.errors, report.file)
+    return graph
+
+
+def inspect_graph(
+    ref: str | Path,
+    *,
+    registry: ToolRegistry | None = None,
+    settings: Settings | None = None,
+    check_env: bool = False,
+) -> tuple[Graph | None, ValidationReport]:
+    """The graph (None when invalid) and its full validation report; raises `GraphNotFound`."""
+    settings = settings or Settings.from_env()
+    path = find_graph(ref, settings.graph_path)
+    text = _read(path, settings.max_graph_bytes)
+    return _build(text, str(path), registry or default_registry(), settings, check_env)
+
+
+def parse_graph(
+    text: str,
+    *,
+    file: str | None = None,
+    registry: ToolRegistry | None = None,
+    settings: Settings | None = None,
+) -> Graph:
+    """Load a graph from YAML text; raises `GraphValidationError`."""
+    settings = settings or Settings.from_env()
+    graph, report = _build(text, file, registry or default_registry(), settings, False)
+    if graph is None:
+        raise GraphValidationError(report.errors, file)
+    return graph
+
+
+def _read(path: Path, limit: int) -> str:
+    size = path.stat().st_size
+    if size > limit:
+        raise GraphValidationError(
+            [Issue("invalid_yaml", f"graph file is {size} bytes, over the {limit}-byte limit "
+                   "(GRAPHRUNNER_MAX_GRAPH_BYTES)", file=str(path))],
+            str(path),
+        )
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise GraphValidationError(
+            [Issue("invalid_yaml", f"graph file is not UTF-8 text: {exc}", file=str(path))], str(path)
+        ) from None
+
+
+def _build(
+    text: str, file: str | None, registry: ToolRegistry, settings: Settings, check_env: bool
+) -> tuple[Graph | None, ValidationReport]:
+    report = ValidationReport(file=file)
+    try:
+        if len(text.encode()) > settings.max_graph_bytes:
+            raise GraphValidationError([Issue("invalid_yaml", "graph text is over the size limit")], file)
+        doc = parse_yaml(text, file)
+        spec = _spec(doc, file)
+    except GraphValidationError as exc:
+        report.errors = [_locate(i, None, file) for i in exc.issues]
+        return None, report
+    report.graph_id, report.node_count = spec.id, len(spec.nodes)
+    lookup = _ChildLookup(file, settings, registry)
+    nodes, expr_issues = compile_nodes(spec)
+    hooks, hook_issues = compile_hooks(spec.config.hooks)
+    errors = check_spec(spec, registry.names(), lookup) + expr_issues + hook_issues
+    report.errors = [_locate(i, doc, file) for i in errors]
+    report.warnings = [_locate(i, doc, file) for i in analyse(spec, check_env)]
+    if report.errors:
+        return None, report
+    graph = Graph(
+        spec=spec,
+        content_hash=content_hash(doc.data),
+        file=file,
+        nodes=nodes,
+        hooks=hooks,
+        reducers=_reducers(spec),
+        report=report,
+        child_paths=dict(lookup.paths),
+    )
+    return graph, report
+
+
+def _spec(doc: YamlDocument, file: str | None) -> GraphSpec:
+    data = doc.data
+    if not isinstance(data, dict):
+        raise GraphValidationError(
+            [Issue("invalid_schema", f"a graph document must be a mapping, got {type(data).__name__}",
+                   file=file, line=1)], file)
+    if "id" not in data and file:
+        data = {"id": Path(file).stem, **data}
+    try:
+        return GraphSpec.model_validate(data)
+    except ValidationError as exc:
+        issues = [_locate(i, doc, file) for i in schema_issues(exc, data)]
+        raise GraphValidationError(issues, file) from None
+
+
+def _locate(issue: Issue, doc: YamlDocument | None, file: str | None) -> Issue:
+    line = issue.line
+    if line is None and doc is not None and issue.location:
+        parts = tuple(int(p) if p.isdigit() else p for p in issue.location.split("."))
+        line = doc.line_of(parts)
+    return Issue(issue.code, issue.message, issue.node, issue.location, issue.file or file, line)
+
+
+def _reducers(spec: GraphSpec) -> Reducers:
+    functions, names = {}, {}
+    for name, fld in spec.state.items():
+        try:
+            functions[name] = build_reducer(fld.reducer)
+        except ReducerConfigError:  # already reported by validation
+            continue
+        names[name] = fld.reducer.name
+    return Reducers(functions, names)
+
+
+def content_hash(data: Any) -> str:
+    """sha256 of the document's canonical JSON: comments and key order do not count."""
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class _ChildLookup:
+    """Finds subgraph specs by id near the parent file and on the graph path."""
+
+    def __init__(self, file: str | None, settings: Settings, registry: ToolRegistry) -> None:
+        self.dirs: Sequence[Path] = ([Path(file).parent] if file else []) + list(settings.graph_path)
+        self.settings = settings
+        self.paths: dict[str, str] = {}
+
+    def __call__(self, graph_id: str) -> GraphSpec | str:
+        path = find_by_id(graph_id, self.dirs)
+        if path is None:
+            return "no graph with that id next to this file or on GRAPHRUNNER_GRAPH_PATH"
+        try:
+            doc = parse_yaml(_read(path, self.settings.max_graph_bytes), str(path))
+            spec = _spec(doc, str(path))
+        except (GraphValidationError, GraphNotFound, OSError) as exc:
+            return f"{path} is not a valid graph: {exc}"
+        self.paths[graph_id] = str(path)
+        return spec

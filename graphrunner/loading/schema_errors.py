@@ -1,0 +1,142 @@
+"""pydantic's errors on a graph document, as issues that say what is wrong and where."""
+
+from __future__ import annotations
+
+from difflib import get_close_matches
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from graphrunner.model import (
+    Action,
+    Branch,
+    GraphConfig,
+    GraphSpec,
+    Hook,
+    InputField,
+    RetryPolicy,
+    StateField,
+    StructuredCondition,
+)
+from graphrunner.model.nodes import NODE_TYPES, node_tag
+from graphrunner.model.nodes import Node as _Node  # noqa: F401  (documents the union)
+from graphrunner.report import Issue
+
+SUBMODELS: dict[str, type[BaseModel]] = {
+    "config": GraphConfig,
+    "action": Action,
+    "retry": RetryPolicy,
+    "hooks": Hook,
+    "when": StructuredCondition,
+    "all": StructuredCondition,
+    "any": StructuredCondition,
+    "not": StructuredCondition,
+    "branches": Branch,
+    "next": Branch,
+}
+UNION_MEMBERS = {"str", "StructuredCondition", "list[...]", "dict[str,any]"}
+
+
+def schema_issues(exc: ValidationError, data: Any) -> list[Issue]:
+    """One issue per distinct problem, with node, location and a suggestion for typos."""
+    issues: dict[str, Issue] = {}
+    for err in exc.errors():
+        loc = _clean(err["loc"])
+        issue = _issue(err, loc, data)
+        key = f"{issue.location}|{issue.message}"
+        if err["type"] == "string_type" and any(k.startswith(f"{issue.location}|") for k in issues):
+            continue
+        issues.setdefault(key, issue)
+    return _drop_union_noise(list(issues.values()))
+
+
+def _drop_union_noise(issues: list[Issue]) -> list[Issue]:
+    """Where a union member wanted a string but another member explains more, keep the latter."""
+    located = {i.location for i in issues if "valid string" not in i.message}
+    return [
+        i for i in issues
+        if "valid string" not in i.message
+        or not any(loc != i.location and loc and loc.startswith(f"{i.location}.") for loc in located)
+    ]
+
+
+def _clean(loc: tuple[Any, ...]) -> tuple[str | int, ...]:
+    """Drop the union tags pydantic puts into locations."""
+    out: list[str | int] = []
+    for i, part in enumerate(loc):
+        if isinstance(part, str) and (part in UNION_MEMBERS or "[" in part or part.startswith("function-")):
+            continue
+        if i == 2 and loc[0] == "nodes" and part in NODE_TYPES:
+            continue
+        out.append(part)
+    return tuple(out)
+
+
+def _issue(err: Any, loc: tuple[str | int, ...], data: Any) -> Issue:
+    node = str(loc[1]) if len(loc) >= 2 and loc[0] == "nodes" else None
+    where = ".".join(str(p) for p in loc)
+    subject = f"node '{node}'" if node else (where or "graph")
+    inner = ".".join(str(p) for p in loc[2:]) if node else ""
+    if err["type"] == "extra_forbidden":
+        key = str(loc[-1])
+        parent = _parent_model(loc[:-1], data)
+        hint = _suggest(key, parent)
+        place = f"{subject}{' ' + '.'.join(str(p) for p in loc[2:-1]) if node and len(loc) > 3 else ''}"
+        if not node:
+            place = ".".join(str(p) for p in loc[:-1]) or "graph"
+        return Issue("invalid_schema", f"{place}: unknown key '{key}'{hint}", node=node, location=where)
+    detail = f"{inner}: " if inner else ""
+    if not node:
+        detail = ""
+    message = err["msg"]
+    if err["type"] not in ("missing",) and "input" in err and not isinstance(err["input"], dict | list):
+        message += f" (got {err['input']!r})"
+    return Issue("invalid_schema", f"{subject}: {detail}{message}", node=node, location=where)
+
+
+def _suggest(key: str, model: type[BaseModel] | None) -> str:
+    if model is None:
+        return ""
+    names = set()
+    for name, info in model.model_fields.items():
+        names.add(info.alias or name)
+    close = get_close_matches(key, sorted(names), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _parent_model(loc: tuple[str | int, ...], data: Any) -> type[BaseModel] | None:
+    from graphrunner.model import nodes as node_models
+
+    model: type[BaseModel] | None = GraphSpec
+    raw = data
+    i = 0
+    while i < len(loc):
+        part = loc[i]
+        raw = raw.get(part) if isinstance(raw, dict) else raw[part] if isinstance(raw, list) and isinstance(part, int) and part < len(raw) else None
+        if isinstance(part, int):
+            i += 1
+            continue
+        if model is GraphSpec and part in ("state", "inputs", "nodes") and i + 1 < len(loc):
+            name = loc[i + 1]
+            raw = raw.get(name) if isinstance(raw, dict) else None
+            model = {"state": StateField, "inputs": InputField}.get(str(part))
+            if part == "nodes":
+                model = _node_class(node_models, raw)
+            i += 2
+            continue
+        model = SUBMODELS.get(str(part))
+        i += 1
+    return model
+
+
+def _node_class(node_models: Any, raw: Any) -> type[BaseModel] | None:
+    classes = {
+        "action": node_models.ActionNode,
+        "gate": node_models.GateNode,
+        "foreach": node_models.ForeachNode,
+        "subgraph": node_models.SubgraphNode,
+        "pause": node_models.PauseNode,
+        "return": node_models.ReturnNode,
+    }
+    result: type[BaseModel] | None = classes.get(node_tag(raw or {}))
+    return result

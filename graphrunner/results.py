@@ -1,0 +1,89 @@
+"""`RunResult`: how a finished (or paused) run is reported, by the Python API and the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphrunner.engine import RunSnapshot
+from graphrunner.errors import RUN_ERROR_CLASSES, NodeError, RunError
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The fields of DESIGN §5, plus the transcript and the final snapshot."""
+
+    run_id: str
+    graph_id: str
+    status: str
+    output: Any
+    state: dict[str, Any]
+    path: list[str]
+    step_count: int
+    errors_suppressed: int
+    errors: list[dict[str, Any]]
+    error: dict[str, Any] | None
+    steps: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    snapshot: RunSnapshot | None = field(default=None, repr=False, compare=False)
+    exception: RunError | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_snapshot(
+        cls, snap: RunSnapshot, steps: list[dict[str, Any]] | None = None, exception: RunError | None = None
+    ) -> RunResult:
+        """The result of a run in the state `snap`."""
+        return cls(
+            run_id=snap.run_id,
+            graph_id=snap.graph_id,
+            status=snap.status.value,
+            output=snap.output,
+            state=dict(snap.state),
+            path=list(snap.path),
+            step_count=snap.step,
+            errors_suppressed=len(snap.errors),
+            errors=[dict(e) for e in snap.errors],
+            error=snap.error,
+            steps=steps or [],
+            snapshot=snap,
+            exception=exception,
+        )
+
+    @property
+    def ok(self) -> bool:
+        """True for `completed` and `completed_with_errors`."""
+        return self.status in ("completed", "completed_with_errors")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of `run --json` (DESIGN §5)."""
+        return {
+            "run_id": self.run_id,
+            "graph_id": self.graph_id,
+            "status": self.status,
+            "output": self.output,
+            "state": self.state,
+            "step_count": self.step_count,
+            "path": self.path,
+            "errors_suppressed": self.errors_suppressed,
+            "errors": self.errors,
+            "error": self.error,
+        }
+
+    def raise_for_error(self) -> RunResult:
+        """Raise the run's error (`NodeError`, `ReducerError`, ...) with its state; else self."""
+        if self.status != "failed" or self.error is None:
+            return self
+        if self.exception is not None:
+            raise self.exception
+        cls = RUN_ERROR_CLASSES.get(self.error.get("type", ""), NodeError)
+        if cls is NodeError or cls not in RUN_ERROR_CLASSES.values():
+            raise NodeError(self.error["message"], node=self.error.get("node"), step=self.error.get("step"),
+                            state=self.state, category=self.error.get("type"))
+        raise _rebuild(cls, self)
+
+
+def _rebuild(cls: type[RunError], result: RunResult) -> RunError:
+    error = result.error or {}
+    kwargs: dict[str, Any] = {"node": error.get("node"), "step": error.get("step"), "state": result.state}
+    if cls.__name__ == "ReducerError":
+        kwargs.update(field=error.get("field", "?"), reducer=error.get("reducer", "?"))
+    return cls(error.get("message", ""), **kwargs)

@@ -1,0 +1,200 @@
+"""The in-process runner: a whole run in one process, driving the pure engine.
+
+This is how users unit-test graphs, and the reference the distributed runtime agrees with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from graphrunner import engine
+from graphrunner.engine import (
+    ActionCall,
+    ActionFailure,
+    ActionOutcome,
+    ChildOutcome,
+    ForeachOutcome,
+    ItemOutcome,
+    NoOutcome,
+    Outcome,
+    RunSnapshot,
+    RunStatus,
+    StepPlan,
+    StepResult,
+)
+from graphrunner.errors import GraphrunnerError, RunError
+from graphrunner.model import ForeachNode
+from graphrunner.results import RunResult
+from graphrunner.runner.dispatch import dispatch
+from graphrunner.tools import ToolContext, ToolRegistry, default_registry
+
+if TYPE_CHECKING:
+    from graphrunner.graph import Graph
+
+log = logging.getLogger("graphrunner.runner")
+StepObserver = Callable[[RunSnapshot, dict[str, Any]], None]
+MAX_HOOK_RETRIES = 3
+
+
+def utcnow() -> datetime:
+    """The current instant, UTC."""
+    return datetime.now(UTC)
+
+
+class LocalRunner:
+    """Runs graphs to the end in this process, with the built-in and registered tools."""
+
+    def __init__(self, registry: ToolRegistry | None = None, on_step: StepObserver | None = None) -> None:
+        self.registry = registry or default_registry()
+        self.on_step = on_step
+
+    async def invoke(
+        self,
+        graph: Graph,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        state: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+        capabilities: Sequence[str] = ("*",),
+        depth: int = 0,
+    ) -> RunResult:
+        """Start a run and drive it until it finishes or pauses."""
+        snap = engine.begin(graph, inputs, run_id=run_id or uuid.uuid4().hex, state=state,
+                            capabilities=capabilities, depth=depth)
+        missing = engine.missing_env(graph)
+        if missing:
+            failed = snap.model_copy(update={"status": RunStatus.FAILED, "error": {
+                "type": "env_missing", "message": f"missing environment variables: {', '.join(missing)}",
+                "node": None, "step": 0}})
+            return RunResult.from_snapshot(failed)
+        await self._hooks(graph, "graph_started", snap, graph_id=graph.id)
+        return await self.drive(graph, snap)
+
+    async def drive(self, graph: Graph, snap: RunSnapshot) -> RunResult:
+        """Take steps from `snap` until the run is no longer running."""
+        steps: list[dict[str, Any]] = []
+        exception: RunError | None = None
+        while snap.status is RunStatus.RUNNING:
+            started = time.perf_counter()
+            plan = engine.prepare(graph, snap, utcnow())
+            result = await self._step(graph, snap, plan)
+            record = {**result.event.model_dump(), "started_at": utcnow().isoformat(),
+                      "duration_ms": round((time.perf_counter() - started) * 1000, 3), "worker": "local"}
+            steps.append(record)
+            snap, exception = result.snapshot, result.exception
+            if self.on_step:
+                self.on_step(snap, record)
+            await self._after(graph, plan, result)
+        if snap.status.finished:
+            await self._hooks(graph, "graph_completed", snap, graph_id=graph.id, steps=snap.step,
+                              status=snap.status.value, error=snap.error)
+        return RunResult.from_snapshot(snap, steps, exception)
+
+    async def _after(self, graph: Graph, plan: StepPlan, result: StepResult) -> None:
+        snap = result.snapshot
+        if plan.kind == "limit":
+            await self._hooks(graph, "limit", snap, limit_code="max_steps", current_value=snap.step,
+                              current_max=graph.spec.config.max_steps)
+        elif result.event.status != "error" or snap.status is RunStatus.RUNNING:
+            await self._hooks(graph, "after_step", snap, node=plan.node, next_node=snap.node,
+                              step_count=snap.step)
+
+    async def _step(self, graph: Graph, snap: RunSnapshot, plan: StepPlan) -> StepResult:
+        """Do the step's I/O, complete it, and let error hooks answer (retry/continue/fail)."""
+        for hook_round in range(MAX_HOOK_RETRIES + 1):
+            outcome = await self._execute(graph, snap, plan)
+            result = engine.complete(graph, snap, plan, outcome, utcnow())
+            if result.event.status != "error" or plan.kind == "limit" or result.event.error is None:
+                return result
+            error = result.event.error
+            answer = engine.first_answer(await self._hooks(
+                graph, "error", snap, node=plan.node, error=error, classification=error.get("type"),
+                step_count=snap.step))
+            if answer == "retry" and hook_round < MAX_HOOK_RETRIES:
+                continue
+            if answer in ("continue", "fail"):
+                return engine.complete(graph, snap, plan, _with_control(outcome, answer), utcnow())
+            return result
+        return result
+
+    async def _execute(self, graph: Graph, snap: RunSnapshot, plan: StepPlan) -> Outcome:
+        if plan.failure is not None or plan.kind in ("gate", "pause", "return", "limit"):
+            return NoOutcome()
+        if plan.kind == "action":
+            assert plan.call is not None
+            return await dispatch(self.registry, plan.call, self._context(snap, plan))
+        if plan.kind == "foreach":
+            return await self._foreach(graph, snap, plan)
+        return await self._child(graph, snap, plan)
+
+    def _context(self, snap: RunSnapshot, plan: StepPlan, index: int | None = None) -> ToolContext:
+        return ToolContext(run_id=snap.run_id, graph_id=snap.graph_id, node=plan.node, step=plan.step,
+                           item_index=index)
+
+    async def _item(self, graph: Graph, snap: RunSnapshot, plan: StepPlan, index: int, item: Any) -> ItemOutcome:
+        call = engine.item_call(graph.nodes[plan.node], snap, index, item, utcnow())
+        if isinstance(call, ActionFailure):
+            return ItemOutcome(index, item, ActionOutcome(failure=call))
+        return ItemOutcome(index, item, await dispatch(self.registry, call, self._context(snap, plan, index)))
+
+    async def _foreach(self, graph: Graph, snap: RunSnapshot, plan: StepPlan) -> ForeachOutcome:
+        spec = graph.nodes[plan.node].spec
+        assert isinstance(spec, ForeachNode) and plan.items is not None
+        items = list(enumerate(plan.items))
+        if spec.parallel:
+            gate = asyncio.Semaphore(spec.max_concurrency or len(items) or 1)
+
+            async def bounded(index: int, item: Any) -> ItemOutcome:
+                async with gate:
+                    return await self._item(graph, snap, plan, index, item)
+
+            return ForeachOutcome(tuple(await asyncio.gather(*(bounded(i, x) for i, x in items))))
+        done: list[ItemOutcome] = []
+        stop_after = spec.tolerated(len(items))
+        for index, item in items:
+            done.append(await self._item(graph, snap, plan, index, item))
+            failed = sum(1 for d in done if not d.outcome.ok)
+            if (spec.error_mode or graph.spec.config.error_mode) == "fail" and failed > stop_after:
+                break
+        return ForeachOutcome(tuple(done))
+
+    async def _child(self, graph: Graph, snap: RunSnapshot, plan: StepPlan) -> ChildOutcome:
+        assert plan.child_graph is not None
+        limit = graph.spec.config.max_depth
+        if snap.depth + 1 > limit:
+            return ChildOutcome("failed", error={"type": "limit_exceeded",
+                                                 "message": f"subgraph nesting deeper than max_depth {limit}"})
+        try:
+            child = graph.subgraph(plan.child_graph)
+            inputs, state = child.split_child_values(plan.child_values or {})
+            result = await self.invoke(child, inputs, state=state, run_id=f"{snap.run_id}.{plan.step}",
+                                       capabilities=snap.capabilities, depth=snap.depth + 1)
+        except GraphrunnerError as exc:
+            return ChildOutcome("failed", error={"type": "node_exception", "message": str(exc)})
+        return ChildOutcome(result.status, result.state, result.output, result.error)
+
+    async def _hooks(self, graph: Graph, event: str, snap: RunSnapshot, **data: Any) -> list[Any]:
+        """Dispatch the graph's hooks for `event`; a failing hook is logged and ignored."""
+        answers = []
+        for call in engine.hook_calls(graph, event, snap, utcnow(), **data):
+            outcome = await dispatch(self.registry, call, ToolContext(snap.run_id, snap.graph_id, call.node, snap.step))
+            if outcome.failure is not None:
+                log.warning("hook %s of graph %s failed: %s", call.node, graph.id, outcome.failure.message)
+                continue
+            answers.append(outcome.result)
+        return answers
+
+
+def _with_control(outcome: Outcome, answer: Any) -> Outcome:
+    if isinstance(outcome, ActionOutcome | ForeachOutcome | ChildOutcome | NoOutcome):
+        return type(outcome)(**{**outcome.__dict__, "control": answer})
+    return outcome
+
+
+__all__ = ["ActionCall", "LocalRunner"]

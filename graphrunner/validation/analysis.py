@@ -1,0 +1,125 @@
+"""Static analysis warnings: no return node, state read but never written (and the reverse),
+environment variables missing."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from graphrunner.expressions.scanner import split_template
+from graphrunner.model import GraphSpec, ReturnNode, SubgraphNode
+from graphrunner.model.conditions import StructuredCondition
+from graphrunner.report import Issue
+
+FIELD_READ = re.compile(r"\bstate\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*[\"']([^\"']+)[\"']\s*\])")
+WHOLE_STATE = re.compile(r"\bstate\b(?!\s*[.\[])")
+
+
+def analyse(spec: GraphSpec, check_env: bool = False) -> list[Issue]:
+    """Every warning for `spec`."""
+    warnings = _no_return(spec) + _state_flow(spec)
+    if check_env:
+        warnings += _env_missing(spec)
+    return warnings
+
+
+def _no_return(spec: GraphSpec) -> list[Issue]:
+    if any(isinstance(n, ReturnNode) for n in spec.nodes.values()):
+        return []
+    return [Issue("no_return_node", "the graph has no 'return' node; runs end where a node has no next")]
+
+
+def _expressions(value: Any) -> Iterator[str]:
+    """Every expression body inside a value (strings are scanned for `${...}`)."""
+    if isinstance(value, str):
+        try:
+            yield from (text for is_expr, text in split_template(value) if is_expr)
+        except ValueError:
+            return
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _expressions(v)
+    elif isinstance(value, list | tuple):
+        for v in value:
+            yield from _expressions(v)
+
+
+def _conditions(cond: Any) -> Iterator[str]:
+    if isinstance(cond, str):
+        yield cond
+    elif isinstance(cond, StructuredCondition):
+        if cond.path is not None:
+            yield cond.path
+            yield from _expressions(cond.value)
+        for part in (*(cond.all or ()), *(cond.any or ()), *((cond.not_,) if cond.not_ else ())):
+            yield from _conditions(part)
+
+
+def _read_sites(spec: GraphSpec) -> Iterator[str]:
+    for node in spec.nodes.values():
+        dumped = node.model_dump(exclude={"next"}, by_alias=True)
+        yield from _expressions(dumped)
+        nxt = getattr(node, "next", None)
+        for branch in nxt.branches if nxt is not None else ():
+            yield from _conditions(branch.when)
+        if isinstance(node, SubgraphNode):
+            yield from (f"state.{v}" for v in (node.inputs or {}).values() if isinstance(v, str))
+    for hook in spec.config.hooks:
+        yield from _expressions(hook.action.params)
+        yield from _conditions(hook.when)
+
+
+def _writes(spec: GraphSpec) -> set[str]:
+    written = set()
+    for node in spec.nodes.values():
+        written |= set(node.assign)
+        written |= {t for t in (getattr(node, "result_key", None), getattr(node, "collect", None)) if t}
+        if isinstance(node, SubgraphNode):
+            written |= set(node.outputs or {}) or set(spec.state)
+    return written
+
+
+def _outputs_whole_state(spec: GraphSpec) -> bool:
+    for node in spec.nodes.values():
+        if isinstance(node, ReturnNode) and node.output is None:
+            return True
+        if not isinstance(node, ReturnNode) and node.next is None:
+            return True
+    return False
+
+
+def _state_flow(spec: GraphSpec) -> list[Issue]:
+    reads: set[str] = set()
+    whole = _outputs_whole_state(spec)
+    for text in _read_sites(spec):
+        reads |= {a or b for a, b in FIELD_READ.findall(text)}
+        whole = whole or bool(WHOLE_STATE.search(FIELD_READ.sub("", text)))
+    written = _writes(spec)
+    declared = set(spec.state)
+    issues = [
+        Issue("state_never_assigned", f"state.{f} is read but no node writes it and it is not declared",
+              location=f"state.{f}")
+        for f in sorted(reads - written - declared - {"_last_error"})
+    ]
+    if not whole:
+        issues += [
+            Issue("state_never_read", f"state.{f} is written but never read", location=f"state.{f}")
+            for f in sorted((written | declared) - reads)
+        ]
+    return issues
+
+
+def _env_missing(spec: GraphSpec) -> list[Issue]:
+    wanted = [(v, "config.env_requires", None) for v in spec.config.env_requires]
+    for name, node in spec.nodes.items():
+        wanted += [(v, f"nodes.{name}.env_requires", name) for v in getattr(node, "env_requires", ())]
+    return [
+        Issue("env_missing", f"environment variable {var} is not set ({where})", node=node, location=where)
+        for var, where, node in wanted
+        if var not in os.environ
+    ]
+
+
+__all__ = ["analyse"]
