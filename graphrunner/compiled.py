@@ -12,7 +12,13 @@ from typing import Any
 
 from graphrunner import namespaces as ns
 from graphrunner.errors import ExpressionError
-from graphrunner.expressions import CompiledCondition, Constant, Template, compile_condition, compile_template
+from graphrunner.expressions import (
+    CompiledCondition,
+    Constant,
+    Template,
+    compile_condition,
+    compile_template,
+)
 from graphrunner.importing import ImportFailed, import_callable
 from graphrunner.model import (
     ActionNode,
@@ -42,7 +48,7 @@ class CompiledNode:
 
     name: str
     spec: AnyNode
-    params: Template = Constant({})
+    params: Template = field(default_factory=lambda: Constant({}))
     assign: dict[str, Template] = field(default_factory=dict)
     next: CompiledNext | None = None
     over: Template | None = None
@@ -72,7 +78,9 @@ class _Collector:
             self._bad(exc, node, where)
             return Constant(None)
 
-    def condition(self, cond: Any, names: frozenset[str], node: str | None, where: str) -> CompiledCondition | None:
+    def condition(
+        self, cond: Any, names: frozenset[str], node: str | None, where: str
+    ) -> CompiledCondition | None:
         try:
             return compile_condition(cond, names)
         except ExpressionError as exc:
@@ -81,7 +89,10 @@ class _Collector:
 
     def _bad(self, exc: ExpressionError, node: str | None, where: str) -> None:
         subject = f"node '{node}': " if node else ""
-        self.issues.append(Issue("bad_expression", f"{subject}{where}: {exc}", node=node, location=where))
+        where_in_node = where.removeprefix(f"nodes.{node}.") if node else where
+        self.issues.append(
+            Issue("bad_expression", f"{subject}{where_in_node}: {exc}", node=node, location=where)
+        )
 
 
 def compile_nodes(spec: GraphSpec) -> tuple[dict[str, CompiledNode], list[Issue]]:
@@ -98,7 +109,9 @@ def compile_hooks(hooks: tuple[Hook, ...]) -> tuple[tuple[CompiledHook, ...], li
     for i, hook in enumerate(hooks):
         where = f"config.hooks.{i}"
         when = c.condition(hook.when, ns.HOOK, None, f"{where}.when") if hook.when is not None else None
-        out.append(CompiledHook(hook, when, c.template(hook.action.params, ns.HOOK, None, f"{where}.action.params")))
+        out.append(
+            CompiledHook(hook, when, c.template(hook.action.params, ns.HOOK, None, f"{where}.action.params"))
+        )
     return tuple(out), c.issues
 
 
@@ -106,7 +119,11 @@ def _compile_node(name: str, node: AnyNode, c: _Collector) -> CompiledNode:
     base = f"nodes.{name}"
     assign = {k: c.template(v, ns.WITH_RESULT, name, f"{base}.assign.{k}") for k, v in node.assign.items()}
     if isinstance(node, ReturnNode):
-        output = c.template(node.output, ns.WITH_RESULT, name, f"{base}.output") if node.output is not None else None
+        output = (
+            c.template(node.output, ns.WITH_RESULT, name, f"{base}.output")
+            if node.output is not None
+            else None
+        )
         return CompiledNode(name, node, assign=assign, output=output)
     compiled_next = _compile_next(node.next, name, c) if node.next is not None else None
     params: Template = Constant({})
@@ -123,7 +140,13 @@ def _compile_node(name: str, node: AnyNode, c: _Collector) -> CompiledNode:
             for k, v in (node.inputs or {}).items()
         }
     return CompiledNode(
-        name, node, params=params, assign=assign, next=compiled_next, over=over, child_inputs=child_inputs
+        name,
+        node,
+        params=params,
+        assign=assign,
+        next=compiled_next,
+        over=over,
+        child_inputs=child_inputs,
     )
 
 
@@ -139,8 +162,14 @@ def _compile_next(spec: Next, node: str, c: _Collector) -> CompiledNext:
         try:
             return CompiledNext(fn=import_callable(spec.fn), fn_ref=spec.fn)
         except ImportFailed as exc:
-            c.issues.append(Issue("invalid_schema", f"node '{node}': next.fn: {exc}", node=node,
-                                  location=f"nodes.{node}.next.fn"))
+            c.issues.append(
+                Issue(
+                    "invalid_schema",
+                    f"node '{node}': next.fn: {exc}",
+                    node=node,
+                    location=f"nodes.{node}.next.fn",
+                )
+            )
             return CompiledNext(fn_ref=spec.fn)
     branches = []
     for i, branch in enumerate(spec.branches):

@@ -1,4 +1,4 @@
-"""The one error tree of graphrunner: every error raised to users derives from `GraphrunnerError`."""
+"""The one error tree: every error graphrunner raises to users derives from `GraphrunnerError`."""
 
 from __future__ import annotations
 

@@ -18,7 +18,10 @@ def for_params(item_name: str | None = None) -> frozenset[str]:
 def clock_values(now: datetime) -> dict[str, Any]:
     """`_now` (ISO 8601 UTC) and `_timestamp` (epoch milliseconds) for one instant."""
     now = now.astimezone(UTC)
-    return {"_now": now.isoformat().replace("+00:00", "Z"), "_timestamp": int(now.timestamp() * 1000)}
+    return {
+        "_now": now.isoformat().replace("+00:00", "Z"),
+        "_timestamp": int(now.timestamp() * 1000),
+    }
 
 
 def context(

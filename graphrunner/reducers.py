@@ -166,9 +166,15 @@ FACTORIES: dict[str, tuple[frozenset[str], Callable[[Mapping[str, Any]], Reducer
     "merge": (frozenset(), lambda p: _no_params(p, merge)),
     "concat_flatten": (frozenset(), lambda p: _no_params(p, concat_flatten)),
     "merge_all": (frozenset(), lambda p: _no_params(p, merge_all)),
-    "bounded_append": (frozenset({"max_len"}), lambda p: bounded_append(_positive_int(p, "max_len"))),
+    "bounded_append": (
+        frozenset({"max_len"}),
+        lambda p: bounded_append(_positive_int(p, "max_len")),
+    ),
     "dedupe_append": (frozenset({"key"}), lambda p: dedupe_append(_key_param(p, required=False))),
-    "merge_by_key": (frozenset({"key"}), lambda p: merge_by_key(_key_param(p, required=True) or "")),
+    "merge_by_key": (
+        frozenset({"key"}),
+        lambda p: merge_by_key(_key_param(p, required=True) or ""),
+    ),
 }
 CANONICAL = tuple(FACTORIES)
 

@@ -29,7 +29,10 @@ class RunResult:
 
     @classmethod
     def from_snapshot(
-        cls, snap: RunSnapshot, steps: list[dict[str, Any]] | None = None, exception: RunError | None = None
+        cls,
+        snap: RunSnapshot,
+        steps: list[dict[str, Any]] | None = None,
+        exception: RunError | None = None,
     ) -> RunResult:
         """The result of a run in the state `snap`."""
         return cls(
@@ -76,14 +79,23 @@ class RunResult:
             raise self.exception
         cls = RUN_ERROR_CLASSES.get(self.error.get("type", ""), NodeError)
         if cls is NodeError or cls not in RUN_ERROR_CLASSES.values():
-            raise NodeError(self.error["message"], node=self.error.get("node"), step=self.error.get("step"),
-                            state=self.state, category=self.error.get("type"))
+            raise NodeError(
+                self.error["message"],
+                node=self.error.get("node"),
+                step=self.error.get("step"),
+                state=self.state,
+                category=self.error.get("type"),
+            )
         raise _rebuild(cls, self)
 
 
 def _rebuild(cls: type[RunError], result: RunResult) -> RunError:
     error = result.error or {}
-    kwargs: dict[str, Any] = {"node": error.get("node"), "step": error.get("step"), "state": result.state}
+    kwargs: dict[str, Any] = {
+        "node": error.get("node"),
+        "step": error.get("step"),
+        "state": result.state,
+    }
     if cls.__name__ == "ReducerError":
         kwargs.update(field=error.get("field", "?"), reducer=error.get("reducer", "?"))
     return cls(error.get("message", ""), **kwargs)

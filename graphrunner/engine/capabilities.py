@@ -29,7 +29,9 @@ def allows(capabilities: Sequence[str], name: str) -> bool:
     return any(fnmatchcase(name, pattern) for pattern in capabilities)
 
 
-def denied(capabilities: Sequence[str], call: ActionCall | None, graph_id: str | None = None) -> ActionFailure | None:
+def denied(
+    capabilities: Sequence[str], call: ActionCall | None, graph_id: str | None = None
+) -> ActionFailure | None:
     """A `permission_denied` failure naming what is missing, or None when allowed."""
     names = required(call, graph_id)
     if any(allows(capabilities, n) for n in names):

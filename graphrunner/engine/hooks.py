@@ -20,8 +20,13 @@ CONTROLS: tuple[Control, ...] = ("retry", "continue", "fail")
 
 def hook_calls(graph: Graph, event: str, snap: RunSnapshot, now: datetime, **data: Any) -> list[ActionCall]:
     """The hook dispatches for `event`, in order; a hook whose `when` fails to evaluate is skipped."""
-    ctx = ns.context(state=snap.state, inputs=snap.inputs, run=snap.run_namespace(), now=now,
-                     event={"name": event, **data})
+    ctx = ns.context(
+        state=snap.state,
+        inputs=snap.inputs,
+        run=snap.run_namespace(),
+        now=now,
+        event={"name": event, **data},
+    )
     calls = []
     for hook in graph.hooks:
         if hook.spec.event != event:

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from graphrunner.engine.routing import route
 from graphrunner.engine.plan import eval_context
+from graphrunner.engine.routing import route
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus
 from graphrunner.engine.state import check_inputs, check_state, initial_state
 from graphrunner.errors import GraphrunnerError, RunError
@@ -60,7 +60,9 @@ class ResumeError(GraphrunnerError):
 RESUMABLE = {RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.PAUSED, RunStatus.RUNNING}
 
 
-def resume(graph: Graph, snap: RunSnapshot, now: datetime, patch: Mapping[str, Any] | None = None) -> RunSnapshot:
+def resume(
+    graph: Graph, snap: RunSnapshot, now: datetime, patch: Mapping[str, Any] | None = None
+) -> RunSnapshot:
     """Continue a failed, cancelled or paused run at its current node, with `patch` set in state."""
     if snap.status not in RESUMABLE or snap.node is None:
         raise ResumeError(f"run {snap.run_id} is {snap.status.value} and cannot be resumed")

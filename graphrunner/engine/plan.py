@@ -12,7 +12,15 @@ from graphrunner.engine.capabilities import denied
 from graphrunner.engine.outcomes import ActionFailure
 from graphrunner.engine.snapshot import RunSnapshot
 from graphrunner.errors import ExpressionError
-from graphrunner.model import DEFAULT_RETRY, ActionNode, ForeachNode, GateNode, PauseNode, RetryPolicy, ReturnNode
+from graphrunner.model import (
+    DEFAULT_RETRY,
+    ActionNode,
+    ForeachNode,
+    GateNode,
+    PauseNode,
+    RetryPolicy,
+    ReturnNode,
+)
 from graphrunner.model.nodes import SubgraphNode
 
 if False:  # pragma: no cover - typing only
@@ -95,7 +103,9 @@ def build_call(node: CompiledNode, params: Any, item_index: int | None = None) -
     )
 
 
-def item_call(node: CompiledNode, snap: RunSnapshot, index: int, item: Any, now: datetime) -> ActionCall | ActionFailure:
+def item_call(
+    node: CompiledNode, snap: RunSnapshot, index: int, item: Any, now: datetime
+) -> ActionCall | ActionFailure:
     """The dispatch for one foreach item, or why it cannot be made."""
     spec = node.spec
     assert isinstance(spec, ForeachNode)
@@ -107,7 +117,9 @@ def item_call(node: CompiledNode, snap: RunSnapshot, index: int, item: Any, now:
     return denied(snap.capabilities, call) or call
 
 
-def _foreach_plan(node: CompiledNode, spec: ForeachNode, snap: RunSnapshot, step: int, now: datetime) -> StepPlan:
+def _foreach_plan(
+    node: CompiledNode, spec: ForeachNode, snap: RunSnapshot, step: int, now: datetime
+) -> StepPlan:
     assert node.over is not None
     try:
         items = node.over.render(eval_context(snap, now))
@@ -123,7 +135,9 @@ def _foreach_plan(node: CompiledNode, spec: ForeachNode, snap: RunSnapshot, step
     return StepPlan(node.name, step, "foreach", items=tuple(items))
 
 
-def _subgraph_plan(node: CompiledNode, spec: SubgraphNode, snap: RunSnapshot, step: int, now: datetime) -> StepPlan:
+def _subgraph_plan(
+    node: CompiledNode, spec: SubgraphNode, snap: RunSnapshot, step: int, now: datetime
+) -> StepPlan:
     ctx = eval_context(snap, now)
     try:
         values = {k: t.render(ctx) for k, t in node.child_inputs.items()}

@@ -10,7 +10,9 @@ from graphrunner.errors import ExpressionError, NodeError, RoutingError
 from graphrunner.model import END
 
 
-def route(nxt: CompiledNext | None, context: Mapping[str, Any], nodes: Mapping[str, Any], node: str) -> str | None:
+def route(
+    nxt: CompiledNext | None, context: Mapping[str, Any], nodes: Mapping[str, Any], node: str
+) -> str | None:
     """The next node name, or None to end the run; raises `RoutingError` or `NodeError`."""
     if nxt is None:
         return None
@@ -31,10 +33,10 @@ def _by_branches(nxt: CompiledNext, context: Mapping[str, Any], node: str) -> st
             if when is None or when.holds(context):
                 return target
         except ExpressionError as exc:
-            raise NodeError(f"node '{node}': next condition failed: {exc}", node=node,
-                            category="edge_exception") from exc
-    raise RoutingError(f"node '{node}': no branch of next matched and there is no default branch",
-                       node=node)
+            raise NodeError(
+                f"node '{node}': next condition failed: {exc}", node=node, category="edge_exception"
+            ) from exc
+    raise RoutingError(f"node '{node}': no branch of next matched and there is no default branch", node=node)
 
 
 def _by_function(nxt: CompiledNext, context: Mapping[str, Any], node: str) -> str:
@@ -43,10 +45,14 @@ def _by_function(nxt: CompiledNext, context: Mapping[str, Any], node: str) -> st
     try:
         target = nxt.fn(dict(context["state"]))
     except Exception as exc:
-        raise NodeError(f"node '{node}': routing function {nxt.fn_ref} raised {type(exc).__name__}: {exc}",
-                        node=node, category="edge_exception") from exc
+        raise NodeError(
+            f"node '{node}': routing function {nxt.fn_ref} raised {type(exc).__name__}: {exc}",
+            node=node,
+            category="edge_exception",
+        ) from exc
     if not isinstance(target, str):
         raise RoutingError(
-            f"node '{node}': routing function {nxt.fn_ref} returned {target!r}, not a node name", node=node
+            f"node '{node}': routing function {nxt.fn_ref} returned {target!r}, not a node name",
+            node=node,
         )
     return target

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from graphrunner.errors import StateValidationError
 from graphrunner.model import GraphSpec, InputField, StateField
 
-TYPE_CHECKS = {
+TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
     "string": lambda v: isinstance(v, str),
     "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
     "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
@@ -31,6 +31,13 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _input_problem(name: str, value: Any, fld: InputField) -> str | None:
+    problem = _type_problem(name, value, fld)
+    if problem is None and fld.enum is not None and value not in fld.enum:
+        problem = f"'{name}' must be one of {list(fld.enum)}, got {value!r}"
+    return problem
+
+
 def check_inputs(spec: GraphSpec, inputs: Mapping[str, Any] | None) -> dict[str, Any]:
     """Inputs with defaults applied; raises `StateValidationError` naming every bad input."""
     if inputs is not None and not isinstance(inputs, Mapping):
@@ -38,25 +45,21 @@ def check_inputs(spec: GraphSpec, inputs: Mapping[str, Any] | None) -> dict[str,
     given = dict(inputs or {})
     if not spec.inputs:
         return given
-    problems: dict[str, str] = {}
-    for name in given:
-        if name not in spec.inputs:
-            problems[name] = f"unknown input '{name}'; declared inputs: {', '.join(sorted(spec.inputs))}"
+    declared = ", ".join(sorted(spec.inputs))
+    problems = {n: f"unknown input '{n}'; declared inputs: {declared}" for n in given if n not in spec.inputs}
     out = {}
     for name, fld in spec.inputs.items():
-        if name not in given:
-            if fld.required:
-                problems[name] = f"input '{name}' is required"
-            elif fld.has_default:
+        if name in given:
+            out[name] = given[name]
+            problem = _input_problem(name, given[name], fld)
+        elif fld.required:
+            problem = f"input '{name}' is required"
+        else:
+            problem = None
+            if fld.has_default:
                 out[name] = copy.deepcopy(fld.default)
-            continue
-        value = given[name]
-        problem = _type_problem(name, value, fld)
-        if problem is None and fld.enum is not None and value not in fld.enum:
-            problem = f"'{name}' must be one of {list(fld.enum)}, got {value!r}"
         if problem:
             problems[name] = problem
-        out[name] = value
     if problems:
         raise StateValidationError(
             f"invalid inputs for graph '{spec.id}': " + "; ".join(problems.values()),

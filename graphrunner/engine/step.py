@@ -61,8 +61,12 @@ def complete(graph: Graph, snap: RunSnapshot, plan: StepPlan, outcome: Outcome, 
     """Finish the planned step with the runner's outcome; never raises for run errors."""
     if plan.kind == "limit":
         limit = graph.spec.config.max_steps
-        err = LimitExceeded(f"max_steps {limit} reached before node '{plan.node}'", node=plan.node,
-                            step=plan.step, state=snap.state)
+        err = LimitExceeded(
+            f"max_steps {limit} reached before node '{plan.node}'",
+            node=plan.node,
+            step=plan.step,
+            state=snap.state,
+        )
         return _fail(snap, plan, err, attempts=0)
     s = _Step(graph, snap, plan, graph.nodes[plan.node], now)
     control = getattr(outcome, "control", None)
@@ -72,7 +76,8 @@ def complete(graph: Graph, snap: RunSnapshot, plan: StepPlan, outcome: Outcome, 
         if outcome.failure is not None:
             return _on_failure(s, outcome.failure, outcome.attempts, control)
         result = outcome.result
-        extra = {s.node.spec.result_key: result} if getattr(s.node.spec, "result_key", None) else {}
+        key: str | None = getattr(s.node.spec, "result_key", None)
+        extra = {key: result} if key else {}
         return _succeed(s, _namespace(result), extra, outcome.attempts, outcome.cache_hit)
     if isinstance(outcome, ForeachOutcome):
         return _after_foreach(s, outcome)
@@ -111,8 +116,14 @@ def _merge(s: _Step, result_ns: Any, extra: dict[str, Any]) -> tuple[dict[str, A
     return update, s.graph.reducers.merge(s.snap.state, update, s.node.name)
 
 
-def _succeed(s: _Step, result_ns: Any, extra: dict[str, Any], attempts: int, cache_hit: bool,
-             suppressed: tuple[dict[str, Any], ...] = ()) -> StepResult:
+def _succeed(
+    s: _Step,
+    result_ns: Any,
+    extra: dict[str, Any],
+    attempts: int,
+    cache_hit: bool,
+    suppressed: tuple[dict[str, Any], ...] = (),
+) -> StepResult:
     try:
         update, merged = _merge(s, result_ns, extra)
     except RunError as exc:
@@ -121,8 +132,16 @@ def _succeed(s: _Step, result_ns: Any, extra: dict[str, Any], attempts: int, cac
         target = route(s.node.next, s.context(merged, result=result_ns), s.graph.nodes, s.node.name)
     except RunError as exc:
         return _fail(s.snap, s.plan, _at(exc, s, merged), attempts, merged)
-    return _advance(s, merged, update, target, "ok", attempts=attempts, cache_hit=cache_hit,
-                    suppressed=suppressed)
+    return _advance(
+        s,
+        merged,
+        update,
+        target,
+        "ok",
+        attempts=attempts,
+        cache_hit=cache_hit,
+        suppressed=suppressed,
+    )
 
 
 def _at(exc: RunError, s: _Step, state: dict[str, Any]) -> RunError:
@@ -132,16 +151,37 @@ def _at(exc: RunError, s: _Step, state: dict[str, Any]) -> RunError:
     return exc
 
 
-def _advance(s: _Step, state: dict[str, Any], update: dict[str, Any], target: str | None, status: str,
-             *, attempts: int = 1, cache_hit: bool = False, error: dict[str, Any] | None = None,
-             suppressed: tuple[dict[str, Any], ...] = ()) -> StepResult:
-    snap = s.snap.model_copy(update={
-        "state": state, "node": target, "step": s.plan.step, "path": (*s.snap.path, s.node.name),
-        "errors": (*s.snap.errors, *suppressed),
-    })
-    event = StepEvent(step=s.plan.step, node=s.node.name, status=status, next_node=target,
-                      changed_keys=_changed(s.snap.state, state, update), error=error,
-                      cache_hit=cache_hit, attempts=attempts)
+def _advance(
+    s: _Step,
+    state: dict[str, Any],
+    update: dict[str, Any],
+    target: str | None,
+    status: str,
+    *,
+    attempts: int = 1,
+    cache_hit: bool = False,
+    error: dict[str, Any] | None = None,
+    suppressed: tuple[dict[str, Any], ...] = (),
+) -> StepResult:
+    snap = s.snap.model_copy(
+        update={
+            "state": state,
+            "node": target,
+            "step": s.plan.step,
+            "path": (*s.snap.path, s.node.name),
+            "errors": (*s.snap.errors, *suppressed),
+        }
+    )
+    event = StepEvent(
+        step=s.plan.step,
+        node=s.node.name,
+        status=status,
+        next_node=target,
+        changed_keys=_changed(s.snap.state, state, update),
+        error=error,
+        cache_hit=cache_hit,
+        attempts=attempts,
+    )
     if target is None:
         return _end(s, snap, event, update, output=state)
     return StepResult(snap, event, update)
@@ -158,8 +198,9 @@ def _end(s: _Step, snap: RunSnapshot, event: StepEvent, update: dict[str, Any], 
         return _fail(s.snap, s.plan, _at(exc, s, snap.state), event.attempts, snap.state)
     status = RunStatus.COMPLETED_WITH_ERRORS if snap.errors else RunStatus.COMPLETED
     final = snap.model_copy(update={"status": status, "node": None, "output": output})
-    return StepResult(final, event.model_copy(update={"status": event.status if event.error else "end"}),
-                      update)
+    return StepResult(
+        final, event.model_copy(update={"status": event.status if event.error else "end"}), update
+    )
 
 
 def _return(s: _Step) -> StepResult:
@@ -168,12 +209,23 @@ def _return(s: _Step) -> StepResult:
         node = s.node
         output = node.output.render(s.context(merged)) if node.output is not None else merged
     except ExpressionError as exc:
-        return _fail(s.snap, s.plan, _at(NodeError(f"node '{s.node.name}': output: {exc}"), s, s.snap.state), 1)
+        return _fail(
+            s.snap,
+            s.plan,
+            _at(NodeError(f"node '{s.node.name}': output: {exc}"), s, s.snap.state),
+            1,
+        )
     except RunError as exc:
         return _fail(s.snap, s.plan, _at(exc, s, s.snap.state), 1)
-    snap = s.snap.model_copy(update={"state": merged, "step": s.plan.step, "path": (*s.snap.path, s.node.name)})
-    event = StepEvent(step=s.plan.step, node=s.node.name, status="end",
-                      changed_keys=_changed(s.snap.state, merged, update))
+    snap = s.snap.model_copy(
+        update={"state": merged, "step": s.plan.step, "path": (*s.snap.path, s.node.name)}
+    )
+    event = StepEvent(
+        step=s.plan.step,
+        node=s.node.name,
+        status="end",
+        changed_keys=_changed(s.snap.state, merged, update),
+    )
     return _end(s, snap, event, update, output)
 
 
@@ -182,11 +234,20 @@ def _pause(s: _Step) -> StepResult:
         update, merged = _merge(s, None, {})
     except RunError as exc:
         return _fail(s.snap, s.plan, _at(exc, s, s.snap.state), 1)
-    snap = s.snap.model_copy(update={
-        "state": merged, "step": s.plan.step, "path": (*s.snap.path, s.node.name), "status": RunStatus.PAUSED,
-    })
-    event = StepEvent(step=s.plan.step, node=s.node.name, status="paused",
-                      changed_keys=_changed(s.snap.state, merged, update))
+    snap = s.snap.model_copy(
+        update={
+            "state": merged,
+            "step": s.plan.step,
+            "path": (*s.snap.path, s.node.name),
+            "status": RunStatus.PAUSED,
+        }
+    )
+    event = StepEvent(
+        step=s.plan.step,
+        node=s.node.name,
+        status="paused",
+        changed_keys=_changed(s.snap.state, merged, update),
+    )
     return StepResult(snap, event, update)
 
 
@@ -208,12 +269,16 @@ def _after_foreach(s: _Step, outcome: ForeachOutcome) -> StepResult:
         return _on_failure(s, failure, max(i.outcome.attempts for i in failed), outcome.control)
     results = [i.outcome.result for i in outcome.items if i.outcome.ok]
     failures = [{"index": i.index, "item": i.item, "error": _failure_dict(i.outcome)} for i in failed]
-    suppressed = tuple(
-        {"step": s.plan.step, "node": s.node.name, "error": {**f["error"], "index": f["index"]}}
-        for f in failures
-    ) if mode == "continue" else ()
+    suppressed = (
+        tuple(
+            {"step": s.plan.step, "node": s.node.name, "error": {**f["error"], "index": f["index"]}}
+            for f in failures
+        )
+        if mode == "continue"
+        else ()
+    )
     result_ns = {"results": results, "failed": failures, "count": total}
-    extra = {spec.collect: results} if spec.collect else {}
+    extra: dict[str, Any] = {spec.collect: results} if spec.collect else {}
     if spec.result_key:
         extra[spec.result_key] = result_ns
     attempts = max((i.outcome.attempts for i in outcome.items), default=1)
@@ -247,8 +312,14 @@ def _after_child(s: _Step, outcome: ChildOutcome) -> StepResult:
 def _on_failure(s: _Step, failure: ActionFailure, attempts: int, control: Control | None) -> StepResult:
     """DESIGN §2.5 after retries and hooks: `_last_error`, then on_error, then error_mode."""
     spec = s.node.spec
-    last_error = {"node": s.node.name, "step": s.plan.step, "type": failure.classification,
-                  "error_type": failure.error_type, "message": failure.message, "attempts": attempts}
+    last_error = {
+        "node": s.node.name,
+        "step": s.plan.step,
+        "type": failure.classification,
+        "error_type": failure.error_type,
+        "message": failure.message,
+        "attempts": attempts,
+    }
     state = {**s.snap.state, "_last_error": last_error}
     error = {**failure.to_dict(), "node": s.node.name, "step": s.plan.step}
     on_error = getattr(spec, "on_error", None)
@@ -259,27 +330,44 @@ def _on_failure(s: _Step, failure: ActionFailure, attempts: int, control: Contro
             target = route(s.node.next, s.context(state), s.graph.nodes, s.node.name)
         except RunError as exc:
             return _fail(s.snap, s.plan, _at(exc, s, state), attempts, state)
-        return _advance(s, state, {"_last_error": last_error}, target, "error", attempts=attempts,
-                        error=error, suppressed=suppressed)
+        return _advance(
+            s,
+            state,
+            {"_last_error": last_error},
+            target,
+            "error",
+            attempts=attempts,
+            error=error,
+            suppressed=suppressed,
+        )
     if control != "fail" and on_error is not None:
-        return _advance(s, state, {"_last_error": last_error}, on_error, "error", attempts=attempts, error=error)
+        return _advance(
+            s, state, {"_last_error": last_error}, on_error, "error", attempts=attempts, error=error
+        )
     category = CATEGORY_OF.get(failure.classification, "node_exception")
-    exc = NodeError(failure.message, node=s.node.name, step=s.plan.step, state=state, category=category)
-    return _fail(s.snap, s.plan, exc, attempts, state)
+    err = NodeError(failure.message, node=s.node.name, step=s.plan.step, state=state, category=category)
+    return _fail(s.snap, s.plan, err, attempts, state)
 
 
-def _fail(snap: RunSnapshot, plan: StepPlan, exc: RunError, attempts: int,
-          state: dict[str, Any] | None = None) -> StepResult:
+def _fail(
+    snap: RunSnapshot,
+    plan: StepPlan,
+    exc: RunError,
+    attempts: int,
+    state: dict[str, Any] | None = None,
+) -> StepResult:
     """End the run `failed` at `plan.node` with `exc`; the node stays current for a resume."""
     error = {"type": exc.category, "message": str(exc), "node": plan.node, "step": plan.step}
     ran = plan.kind != "limit"
-    final = snap.model_copy(update={
-        "state": state if state is not None else snap.state,
-        "status": RunStatus.FAILED,
-        "error": error,
-        "step": plan.step if ran else snap.step,
-        "path": (*snap.path, plan.node) if ran else snap.path,
-    })
+    final = snap.model_copy(
+        update={
+            "state": state if state is not None else snap.state,
+            "status": RunStatus.FAILED,
+            "error": error,
+            "step": plan.step if ran else snap.step,
+            "path": (*snap.path, plan.node) if ran else snap.path,
+        }
+    )
     event = StepEvent(step=plan.step, node=plan.node, status="error", error=error, attempts=attempts)
     if exc.state is None:
         exc.state = final.state

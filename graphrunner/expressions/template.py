@@ -108,9 +108,7 @@ class Inline:
         self.parts = parts
 
     def render(self, context: Mapping[str, Any]) -> Any:
-        return "".join(
-            p if isinstance(p, str) else render_text(p.evaluate(context)) for p in self.parts
-        )
+        return "".join(p if isinstance(p, str) else render_text(p.evaluate(context)) for p in self.parts)
 
     def roots(self) -> set[str]:
         return set().union(*(expression_roots(p) for p in self.parts if not isinstance(p, str)))

@@ -67,15 +67,21 @@ def _read(path: Path, limit: int) -> str:
     size = path.stat().st_size
     if size > limit:
         raise GraphValidationError(
-            [Issue("invalid_yaml", f"graph file is {size} bytes, over the {limit}-byte limit "
-                   "(GRAPHRUNNER_MAX_GRAPH_BYTES)", file=str(path))],
+            [
+                Issue(
+                    "invalid_yaml",
+                    f"graph file is {size} bytes, over the {limit}-byte limit (GRAPHRUNNER_MAX_GRAPH_BYTES)",
+                    file=str(path),
+                )
+            ],
             str(path),
         )
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise GraphValidationError(
-            [Issue("invalid_yaml", f"graph file is not UTF-8 text: {exc}", file=str(path))], str(path)
+            [Issue("invalid_yaml", f"graph file is not UTF-8 text: {exc}", file=str(path))],
+            str(path),
         ) from None
 
 
@@ -117,8 +123,16 @@ def _spec(doc: YamlDocument, file: str | None) -> GraphSpec:
     data = doc.data
     if not isinstance(data, dict):
         raise GraphValidationError(
-            [Issue("invalid_schema", f"a graph document must be a mapping, got {type(data).__name__}",
-                   file=file, line=1)], file)
+            [
+                Issue(
+                    "invalid_schema",
+                    f"a graph document must be a mapping, got {type(data).__name__}",
+                    file=file,
+                    line=1,
+                )
+            ],
+            file,
+        )
     if "id" not in data and file:
         data = {"id": Path(file).stem, **data}
     try:

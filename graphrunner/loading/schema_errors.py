@@ -18,8 +18,7 @@ from graphrunner.model import (
     StateField,
     StructuredCondition,
 )
-from graphrunner.model.nodes import NODE_TYPES, node_tag
-from graphrunner.model.nodes import Node as _Node  # noqa: F401  (documents the union)
+from graphrunner.model.nodes import NODE_TYPES
 from graphrunner.report import Issue
 
 SUBMODELS: dict[str, type[BaseModel]] = {
@@ -54,7 +53,8 @@ def _drop_union_noise(issues: list[Issue]) -> list[Issue]:
     """Where a union member wanted a string but another member explains more, keep the latter."""
     located = {i.location for i in issues if "valid string" not in i.message}
     return [
-        i for i in issues
+        i
+        for i in issues
         if "valid string" not in i.message
         or not any(loc != i.location and loc and loc.startswith(f"{i.location}.") for loc in located)
     ]
@@ -104,39 +104,35 @@ def _suggest(key: str, model: type[BaseModel] | None) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def _parent_model(loc: tuple[str | int, ...], data: Any) -> type[BaseModel] | None:
-    from graphrunner.model import nodes as node_models
+FIELD_MODELS: dict[str, type[BaseModel]] = {"state": StateField, "inputs": InputField}
 
+
+def _parent_model(loc: tuple[str | int, ...], data: Any) -> type[BaseModel] | None:
+    """The model class that owns the mapping at `loc` (for "did you mean" hints)."""
     model: type[BaseModel] | None = GraphSpec
-    raw = data
+    parts = [p for p in loc if not isinstance(p, int)]
     i = 0
-    while i < len(loc):
-        part = loc[i]
-        raw = raw.get(part) if isinstance(raw, dict) else raw[part] if isinstance(raw, list) and isinstance(part, int) and part < len(raw) else None
-        if isinstance(part, int):
-            i += 1
-            continue
-        if model is GraphSpec and part in ("state", "inputs", "nodes") and i + 1 < len(loc):
-            name = loc[i + 1]
-            raw = raw.get(name) if isinstance(raw, dict) else None
-            model = {"state": StateField, "inputs": InputField}.get(str(part))
-            if part == "nodes":
-                model = _node_class(node_models, raw)
+    while i < len(parts):
+        part = str(parts[i])
+        if model is GraphSpec and part in ("state", "inputs", "nodes") and i + 1 < len(parts):
+            raw = (data.get(part) or {}).get(parts[i + 1]) if isinstance(data, dict) else None
+            model = _node_class(raw) if part == "nodes" else FIELD_MODELS[part]
             i += 2
             continue
-        model = SUBMODELS.get(str(part))
+        model = SUBMODELS.get(part)
         i += 1
     return model
 
 
-def _node_class(node_models: Any, raw: Any) -> type[BaseModel] | None:
-    classes = {
-        "action": node_models.ActionNode,
-        "gate": node_models.GateNode,
-        "foreach": node_models.ForeachNode,
-        "subgraph": node_models.SubgraphNode,
-        "pause": node_models.PauseNode,
-        "return": node_models.ReturnNode,
+def _node_class(raw: Any) -> type[BaseModel] | None:
+    from graphrunner.model import nodes
+
+    classes: dict[str, type[BaseModel]] = {
+        "action": nodes.ActionNode,
+        "gate": nodes.GateNode,
+        "foreach": nodes.ForeachNode,
+        "subgraph": nodes.SubgraphNode,
+        "pause": nodes.PauseNode,
+        "return": nodes.ReturnNode,
     }
-    result: type[BaseModel] | None = classes.get(node_tag(raw or {}))
-    return result
+    return classes.get(nodes.node_tag(raw if isinstance(raw, dict) else {}))

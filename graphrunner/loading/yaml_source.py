@@ -23,7 +23,7 @@ Path = tuple[str | int, ...]
 class GraphYamlLoader(yaml.SafeLoader):
     """SafeLoader with YAML 1.2 booleans and timestamps kept as text."""
 
-    def construct_yaml_timestamp(self, node: yaml.Node) -> Any:  # type: ignore[override]
+    def construct_yaml_timestamp(self, node: yaml.Node) -> Any:
         return self.construct_scalar(node)  # type: ignore[arg-type]
 
 
@@ -60,6 +60,7 @@ def parse_yaml(text: str, file: str | None = None) -> YamlDocument:
         root = _compose(loader, file)
         if root is None:
             _fail("invalid_yaml", "the document is empty", file, 1)
+        assert root is not None
         walker = _Walker(file)
         walker.walk(root, (), 0)
         if walker.issues:
@@ -101,11 +102,19 @@ class _Walker:
     def walk(self, node: yaml.Node, path: Path, depth: int) -> None:
         self.count += 1
         if depth > MAX_DEPTH:
-            _fail("invalid_yaml", f"YAML nested too deeply (more than {MAX_DEPTH} levels)",
-                  self.file, node.start_mark.line + 1)
+            _fail(
+                "invalid_yaml",
+                f"YAML nested too deeply (more than {MAX_DEPTH} levels)",
+                self.file,
+                node.start_mark.line + 1,
+            )
         if self.count > MAX_NODES:
-            _fail("invalid_yaml", f"YAML document too large (more than {MAX_NODES} values)",
-                  self.file, node.start_mark.line + 1)
+            _fail(
+                "invalid_yaml",
+                f"YAML document too large (more than {MAX_NODES} values)",
+                self.file,
+                node.start_mark.line + 1,
+            )
         if isinstance(node, yaml.MappingNode):
             self._mapping(node, path, depth)
         elif isinstance(node, yaml.SequenceNode):

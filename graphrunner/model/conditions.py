@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
 from graphrunner.model.base import Model
 
-Op = Literal[
-    "eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "matches", "exists", "truthy"
-]
+Op = Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "contains", "matches", "exists", "truthy"]
 
 
 class StructuredCondition(Model):
@@ -45,5 +43,5 @@ class StructuredCondition(Model):
         return self
 
 
-Condition = Union[str, StructuredCondition]
+Condition = str | StructuredCondition
 StructuredCondition.model_rebuild()

@@ -76,6 +76,5 @@ def _only(data: dict[str, Any], allowed: set[str]) -> None:
     extra = set(data) - allowed
     if extra:
         raise ValueError(
-            f"next of type {data.get('type')!r} takes {sorted(allowed)}, "
-            f"unknown key(s) {sorted(extra)}"
+            f"next of type {data.get('type')!r} takes {sorted(allowed)}, unknown key(s) {sorted(extra)}"
         )

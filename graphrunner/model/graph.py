@@ -63,9 +63,7 @@ class GraphSpec(Model):
     def _node_names(cls, value: dict[str, Any]) -> dict[str, Any]:
         for name in value:
             if not NODE_NAME.match(name):
-                raise ValueError(
-                    f"node name {name!r} must match {NODE_NAME.pattern} ('$end' is reserved)"
-                )
+                raise ValueError(f"node name {name!r} must match {NODE_NAME.pattern} ('$end' is reserved)")
         return value
 
     @model_validator(mode="before")

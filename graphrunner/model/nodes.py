@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator
 
@@ -126,14 +126,12 @@ def node_tag(data: Any) -> str:
 
 
 Node = Annotated[
-    Union[
-        Annotated[ActionNode, Tag("action")],
-        Annotated[GateNode, Tag("gate")],
-        Annotated[ForeachNode, Tag("foreach")],
-        Annotated[SubgraphNode, Tag("subgraph")],
-        Annotated[PauseNode, Tag("pause")],
-        Annotated[ReturnNode, Tag("return")],
-    ],
+    Annotated[ActionNode, Tag("action")]
+    | Annotated[GateNode, Tag("gate")]
+    | Annotated[ForeachNode, Tag("foreach")]
+    | Annotated[SubgraphNode, Tag("subgraph")]
+    | Annotated[PauseNode, Tag("pause")]
+    | Annotated[ReturnNode, Tag("return")],
     Discriminator(
         node_tag,
         custom_error_type="unknown_node_type",

@@ -65,13 +65,27 @@ class LocalRunner:
         depth: int = 0,
     ) -> RunResult:
         """Start a run and drive it until it finishes or pauses."""
-        snap = engine.begin(graph, inputs, run_id=run_id or uuid.uuid4().hex, state=state,
-                            capabilities=capabilities, depth=depth)
+        snap = engine.begin(
+            graph,
+            inputs,
+            run_id=run_id or uuid.uuid4().hex,
+            state=state,
+            capabilities=capabilities,
+            depth=depth,
+        )
         missing = engine.missing_env(graph)
         if missing:
-            failed = snap.model_copy(update={"status": RunStatus.FAILED, "error": {
-                "type": "env_missing", "message": f"missing environment variables: {', '.join(missing)}",
-                "node": None, "step": 0}})
+            failed = snap.model_copy(
+                update={
+                    "status": RunStatus.FAILED,
+                    "error": {
+                        "type": "env_missing",
+                        "message": f"missing environment variables: {', '.join(missing)}",
+                        "node": None,
+                        "step": 0,
+                    },
+                }
+            )
             return RunResult.from_snapshot(failed)
         await self._hooks(graph, "graph_started", snap, graph_id=graph.id)
         return await self.drive(graph, snap)
@@ -84,26 +98,44 @@ class LocalRunner:
             started = time.perf_counter()
             plan = engine.prepare(graph, snap, utcnow())
             result = await self._step(graph, snap, plan)
-            record = {**result.event.model_dump(), "started_at": utcnow().isoformat(),
-                      "duration_ms": round((time.perf_counter() - started) * 1000, 3), "worker": "local"}
+            record = {
+                **result.event.model_dump(),
+                "started_at": utcnow().isoformat(),
+                "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                "worker": "local",
+            }
             steps.append(record)
             snap, exception = result.snapshot, result.exception
             if self.on_step:
                 self.on_step(snap, record)
             await self._after(graph, plan, result)
         if snap.status.finished:
-            await self._hooks(graph, "graph_completed", snap, graph_id=graph.id, steps=snap.step,
-                              status=snap.status.value, error=snap.error)
+            await self._hooks(
+                graph,
+                "graph_completed",
+                snap,
+                graph_id=graph.id,
+                steps=snap.step,
+                status=snap.status.value,
+                error=snap.error,
+            )
         return RunResult.from_snapshot(snap, steps, exception)
 
     async def _after(self, graph: Graph, plan: StepPlan, result: StepResult) -> None:
         snap = result.snapshot
         if plan.kind == "limit":
-            await self._hooks(graph, "limit", snap, limit_code="max_steps", current_value=snap.step,
-                              current_max=graph.spec.config.max_steps)
+            await self._hooks(
+                graph,
+                "limit",
+                snap,
+                limit_code="max_steps",
+                current_value=snap.step,
+                current_max=graph.spec.config.max_steps,
+            )
         elif result.event.status != "error" or snap.status is RunStatus.RUNNING:
-            await self._hooks(graph, "after_step", snap, node=plan.node, next_node=snap.node,
-                              step_count=snap.step)
+            await self._hooks(
+                graph, "after_step", snap, node=plan.node, next_node=snap.node, step_count=snap.step
+            )
 
     async def _step(self, graph: Graph, snap: RunSnapshot, plan: StepPlan) -> StepResult:
         """Do the step's I/O, complete it, and let error hooks answer (retry/continue/fail)."""
@@ -113,9 +145,17 @@ class LocalRunner:
             if result.event.status != "error" or plan.kind == "limit" or result.event.error is None:
                 return result
             error = result.event.error
-            answer = engine.first_answer(await self._hooks(
-                graph, "error", snap, node=plan.node, error=error, classification=error.get("type"),
-                step_count=snap.step))
+            answer = engine.first_answer(
+                await self._hooks(
+                    graph,
+                    "error",
+                    snap,
+                    node=plan.node,
+                    error=error,
+                    classification=error.get("type"),
+                    step_count=snap.step,
+                )
+            )
             if answer == "retry" and hook_round < MAX_HOOK_RETRIES:
                 continue
             if answer in ("continue", "fail"):
@@ -134,10 +174,17 @@ class LocalRunner:
         return await self._child(graph, snap, plan)
 
     def _context(self, snap: RunSnapshot, plan: StepPlan, index: int | None = None) -> ToolContext:
-        return ToolContext(run_id=snap.run_id, graph_id=snap.graph_id, node=plan.node, step=plan.step,
-                           item_index=index)
+        return ToolContext(
+            run_id=snap.run_id,
+            graph_id=snap.graph_id,
+            node=plan.node,
+            step=plan.step,
+            item_index=index,
+        )
 
-    async def _item(self, graph: Graph, snap: RunSnapshot, plan: StepPlan, index: int, item: Any) -> ItemOutcome:
+    async def _item(
+        self, graph: Graph, snap: RunSnapshot, plan: StepPlan, index: int, item: Any
+    ) -> ItemOutcome:
         call = engine.item_call(graph.nodes[plan.node], snap, index, item, utcnow())
         if isinstance(call, ActionFailure):
             return ItemOutcome(index, item, ActionOutcome(failure=call))
@@ -168,13 +215,24 @@ class LocalRunner:
         assert plan.child_graph is not None
         limit = graph.spec.config.max_depth
         if snap.depth + 1 > limit:
-            return ChildOutcome("failed", error={"type": "limit_exceeded",
-                                                 "message": f"subgraph nesting deeper than max_depth {limit}"})
+            return ChildOutcome(
+                "failed",
+                error={
+                    "type": "limit_exceeded",
+                    "message": f"subgraph nesting deeper than max_depth {limit}",
+                },
+            )
         try:
             child = graph.subgraph(plan.child_graph)
             inputs, state = child.split_child_values(plan.child_values or {})
-            result = await self.invoke(child, inputs, state=state, run_id=f"{snap.run_id}.{plan.step}",
-                                       capabilities=snap.capabilities, depth=snap.depth + 1)
+            result = await self.invoke(
+                child,
+                inputs,
+                state=state,
+                run_id=f"{snap.run_id}.{plan.step}",
+                capabilities=snap.capabilities,
+                depth=snap.depth + 1,
+            )
         except GraphrunnerError as exc:
             return ChildOutcome("failed", error={"type": "node_exception", "message": str(exc)})
         return ChildOutcome(result.status, result.state, result.output, result.error)
@@ -183,7 +241,9 @@ class LocalRunner:
         """Dispatch the graph's hooks for `event`; a failing hook is logged and ignored."""
         answers = []
         for call in engine.hook_calls(graph, event, snap, utcnow(), **data):
-            outcome = await dispatch(self.registry, call, ToolContext(snap.run_id, snap.graph_id, call.node, snap.step))
+            outcome = await dispatch(
+                self.registry, call, ToolContext(snap.run_id, snap.graph_id, call.node, snap.step)
+            )
             if outcome.failure is not None:
                 log.warning("hook %s of graph %s failed: %s", call.node, graph.id, outcome.failure.message)
                 continue

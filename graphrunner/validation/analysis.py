@@ -99,8 +99,11 @@ def _state_flow(spec: GraphSpec) -> list[Issue]:
     written = _writes(spec)
     declared = set(spec.state)
     issues = [
-        Issue("state_never_assigned", f"state.{f} is read but no node writes it and it is not declared",
-              location=f"state.{f}")
+        Issue(
+            "state_never_assigned",
+            f"state.{f} is read but no node writes it and it is not declared",
+            location=f"state.{f}",
+        )
         for f in sorted(reads - written - declared - {"_last_error"})
     ]
     if not whole:
@@ -112,11 +115,18 @@ def _state_flow(spec: GraphSpec) -> list[Issue]:
 
 
 def _env_missing(spec: GraphSpec) -> list[Issue]:
-    wanted = [(v, "config.env_requires", None) for v in spec.config.env_requires]
+    wanted: list[tuple[str, str, str | None]] = [
+        (v, "config.env_requires", None) for v in spec.config.env_requires
+    ]
     for name, node in spec.nodes.items():
         wanted += [(v, f"nodes.{name}.env_requires", name) for v in getattr(node, "env_requires", ())]
     return [
-        Issue("env_missing", f"environment variable {var} is not set ({where})", node=node, location=where)
+        Issue(
+            "env_missing",
+            f"environment variable {var} is not set ({where})",
+            node=node,
+            location=where,
+        )
         for var, where, node in wanted
         if var not in os.environ
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from graphrunner.importing import ImportFailed, check_reference
-from graphrunner.model import ActionNode, ForeachNode, GraphSpec, SubgraphNode
+from graphrunner.model import Action, ActionNode, ForeachNode, GraphSpec, SubgraphNode
 from graphrunner.reducers import ReducerConfigError, build_reducer
 from graphrunner.report import Issue
 
@@ -19,33 +19,48 @@ def check_reducers(spec: GraphSpec) -> list[Issue]:
     for name, fld in spec.state.items():
         where = f"state.{name}.reducer"
         if fld.reducer.conflicting:
-            issues.append(Issue(
-                "conflicting_reducers",
-                f"state field '{name}' declares several reducers ({', '.join(fld.reducer.conflicting)}); "
-                "a field has exactly one", location=where))
+            issues.append(
+                Issue(
+                    "conflicting_reducers",
+                    f"state field '{name}' declares several reducers ({', '.join(fld.reducer.conflicting)}); "
+                    "a field has exactly one",
+                    location=where,
+                )
+            )
             continue
         try:
             build_reducer(fld.reducer)
         except ReducerConfigError as exc:
-            issues.append(Issue(
-                "reducer_configuration_invalid",
-                f"state field '{name}': reducer '{fld.reducer.name}': {exc}", location=where))
+            issues.append(
+                Issue(
+                    "reducer_configuration_invalid",
+                    f"state field '{name}': reducer '{fld.reducer.name}': {exc}",
+                    location=where,
+                )
+            )
     return issues
 
 
 def check_tools(spec: GraphSpec, tools: Collection[str]) -> list[Issue]:
     """`unknown_tool` for actions and hooks; `invalid_schema` for a malformed python `fn`."""
     issues = []
-    sites = [(name, f"nodes.{name}.action", n.action) for name, n in spec.nodes.items()
-             if isinstance(n, ActionNode | ForeachNode)]
+    sites: list[tuple[str | None, str, Action]] = [
+        (name, f"nodes.{name}.action", n.action)
+        for name, n in spec.nodes.items()
+        if isinstance(n, ActionNode | ForeachNode)
+    ]
     sites += [(None, f"config.hooks.{i}.action", h.action) for i, h in enumerate(spec.config.hooks)]
     for node, where, action in sites:
         subject = f"node '{node}'" if node else where
         if action.tool not in tools:
-            issues.append(Issue(
-                "unknown_tool",
-                f"{subject}: unknown tool '{action.tool}'; registered tools: {', '.join(sorted(tools))}",
-                node=node, location=f"{where}.tool"))
+            issues.append(
+                Issue(
+                    "unknown_tool",
+                    f"{subject}: unknown tool '{action.tool}'; registered tools: {', '.join(sorted(tools))}",
+                    node=node,
+                    location=f"{where}.tool",
+                )
+            )
         elif action.tool == "python":
             issues += _python_fn(action.params.get("fn"), subject, node, where)
     return issues
@@ -57,7 +72,14 @@ def _python_fn(fn: object, subject: str, node: str | None, where: str) -> list[I
     try:
         check_reference(fn if isinstance(fn, str) else repr(fn))
     except ImportFailed as exc:
-        return [Issue("invalid_schema", f"{subject}: params.fn: {exc}", node=node, location=f"{where}.params.fn")]
+        return [
+            Issue(
+                "invalid_schema",
+                f"{subject}: params.fn: {exc}",
+                node=node,
+                location=f"{where}.params.fn",
+            )
+        ]
     return []
 
 
@@ -70,17 +92,32 @@ def check_foreach(spec: GraphSpec) -> list[Issue]:
         where = f"nodes.{name}"
         over = node.over
         if not isinstance(over, list) and not (isinstance(over, str) and "${" in over):
-            issues.append(Issue(
-                "bad_foreach", f"node '{name}': over must be a list or a ${{...}} expression, got {over!r}",
-                node=name, location=f"{where}.over"))
+            issues.append(
+                Issue(
+                    "bad_foreach",
+                    f"node '{name}': over must be a list or a ${{...}} expression, got {over!r}",
+                    node=name,
+                    location=f"{where}.over",
+                )
+            )
         if node.as_ in RESERVED_ITEM_NAMES:
-            issues.append(Issue(
-                "bad_foreach", f"node '{name}': as '{node.as_}' would hide the '{node.as_}' namespace",
-                node=name, location=f"{where}.as"))
+            issues.append(
+                Issue(
+                    "bad_foreach",
+                    f"node '{name}': as '{node.as_}' would hide the '{node.as_}' namespace",
+                    node=name,
+                    location=f"{where}.as",
+                )
+            )
         if node.max_concurrency is not None and not node.parallel:
-            issues.append(Issue(
-                "bad_foreach", f"node '{name}': max_concurrency needs parallel: true",
-                node=name, location=f"{where}.max_concurrency"))
+            issues.append(
+                Issue(
+                    "bad_foreach",
+                    f"node '{name}': max_concurrency needs parallel: true",
+                    node=name,
+                    location=f"{where}.max_concurrency",
+                )
+            )
     return issues
 
 
@@ -97,10 +134,14 @@ def check_updates(spec: GraphSpec) -> list[Issue]:
                 writers.setdefault(target, []).append(label)
         for fld, sources in writers.items():
             if len(sources) > 1:
-                issues.append(Issue(
-                    "invalid_schema",
-                    f"node '{name}' writes field '{fld}' twice in one update ({' and '.join(sources)})",
-                    node=name, location=f"nodes.{name}"))
+                issues.append(
+                    Issue(
+                        "invalid_schema",
+                        f"node '{name}' writes field '{fld}' twice in one update ({' and '.join(sources)})",
+                        node=name,
+                        location=f"nodes.{name}",
+                    )
+                )
     return issues
 
 
@@ -112,8 +153,14 @@ def check_subgraphs(spec: GraphSpec, lookup: ChildLookup) -> list[Issue]:
             continue
         child = lookup(node.graph)
         if isinstance(child, str):
-            issues.append(Issue("unknown_graph", f"node '{name}': subgraph '{node.graph}': {child}",
-                                node=name, location=f"nodes.{name}.graph"))
+            issues.append(
+                Issue(
+                    "unknown_graph",
+                    f"node '{name}': subgraph '{node.graph}': {child}",
+                    node=name,
+                    location=f"nodes.{name}.graph",
+                )
+            )
             continue
         issues += _mapping_fields(spec, child, name, node)
     return issues
@@ -124,9 +171,12 @@ def _mapping_fields(parent: GraphSpec, child: GraphSpec, name: str, node: Subgra
     child_fields = set(child.state) | set(child.inputs)
 
     def bad(side: str, fld: str, where: str) -> Issue:
-        return Issue("mapping_references_undeclared_field",
-                     f"node '{name}': {where} names {side} field '{fld}', which is not declared",
-                     node=name, location=f"nodes.{name}.{where}")
+        return Issue(
+            "mapping_references_undeclared_field",
+            f"node '{name}': {where} names {side} field '{fld}', which is not declared",
+            node=name,
+            location=f"nodes.{name}.{where}",
+        )
 
     for child_field, source in (node.inputs or {}).items():
         if child_field not in child_fields:

@@ -19,11 +19,21 @@ def check_structure(spec: GraphSpec) -> list[Issue]:
 def _entry(spec: GraphSpec) -> list[Issue]:
     start = spec.config.start
     if start is None:
-        return [Issue("no_declared_entry", "config.start is missing: the entry node is never implicit",
-                      location="config")]
+        return [
+            Issue(
+                "no_declared_entry",
+                "config.start is missing: the entry node is never implicit",
+                location="config",
+            )
+        ]
     if start not in spec.nodes:
-        return [Issue("dangling_edge", f"config.start names unknown node '{start}'{_hint(start, spec)}",
-                      location="config.start")]
+        return [
+            Issue(
+                "dangling_edge",
+                f"config.start names unknown node '{start}'{_hint(start, spec)}",
+                location="config.start",
+            )
+        ]
     return []
 
 
@@ -42,16 +52,24 @@ def _dangling(spec: GraphSpec) -> list[Issue]:
         if node.next is not None:
             for i, target in enumerate(node.next.targets):
                 if target != END and target not in spec.nodes:
-                    issues.append(Issue(
-                        "dangling_edge",
-                        f"node '{name}': next names unknown node '{target}'{_hint(target, spec)}",
-                        node=name, location=f"nodes.{name}.next.{i}.to"))
+                    issues.append(
+                        Issue(
+                            "dangling_edge",
+                            f"node '{name}': next names unknown node '{target}'{_hint(target, spec)}",
+                            node=name,
+                            location=f"nodes.{name}.next.{i}.to",
+                        )
+                    )
         on_error = getattr(node, "on_error", None)
         if on_error is not None and on_error not in spec.nodes:
-            issues.append(Issue(
-                "dangling_edge",
-                f"node '{name}': on_error names unknown node '{on_error}'{_hint(on_error, spec)}",
-                node=name, location=f"nodes.{name}.on_error"))
+            issues.append(
+                Issue(
+                    "dangling_edge",
+                    f"node '{name}': on_error names unknown node '{on_error}'{_hint(on_error, spec)}",
+                    node=name,
+                    location=f"nodes.{name}.on_error",
+                )
+            )
     return issues
 
 
@@ -62,11 +80,15 @@ def _multiple_defaults(spec: GraphSpec) -> list[Issue]:
             continue
         unconditional = [b.to for b in node.next.branches if b.when is None]
         if len(unconditional) > 1:
-            issues.append(Issue(
-                "multiple_outgoing_edges",
-                f"node '{name}' has {len(unconditional)} unconditional edges "
-                f"({', '.join(unconditional)}); branch with 'when' instead",
-                node=name, location=f"nodes.{name}.next"))
+            issues.append(
+                Issue(
+                    "multiple_outgoing_edges",
+                    f"node '{name}' has {len(unconditional)} unconditional edges "
+                    f"({', '.join(unconditional)}); branch with 'when' instead",
+                    node=name,
+                    location=f"nodes.{name}.next",
+                )
+            )
     return issues
 
 
@@ -96,8 +118,12 @@ def _unreachable(spec: GraphSpec) -> list[Issue]:
                 seen.add(nxt)
                 queue.append(nxt)
     return [
-        Issue("unreachable_node", f"node '{name}' cannot be reached from '{spec.config.start}'",
-              node=name, location=f"nodes.{name}")
+        Issue(
+            "unreachable_node",
+            f"node '{name}' cannot be reached from '{spec.config.start}'",
+            node=name,
+            location=f"nodes.{name}",
+        )
         for name in spec.nodes
         if name not in seen
     ]

@@ -79,9 +79,7 @@ def test_sleep_zero() -> None:
     assert run(SleepTool(), {"seconds": 0}) == {"slept": 0}
 
 
-@pytest.mark.parametrize(
-    "params", [{}, {"seconds": -1}, {"seconds": "soon"}, {"seconds": 1, "x": 2}]
-)
+@pytest.mark.parametrize("params", [{}, {"seconds": -1}, {"seconds": "soon"}, {"seconds": 1, "x": 2}])
 def test_sleep_bad_params(params: dict[str, Any]) -> None:
     err = error_of(SleepTool(), params)
     assert (err.error_type, err.classification) == ("InvalidParams", "validation")

@@ -183,9 +183,7 @@ def test_redirects_not_followed(base_url: str) -> None:
     ("path", "status", "classification"),
     [("/missing", 404, "permanent"), ("/error", 500, "transient"), ("/busy", 429, "transient")],
 )
-def test_error_status_with_check(
-    base_url: str, path: str, status: int, classification: str
-) -> None:
+def test_error_status_with_check(base_url: str, path: str, status: int, classification: str) -> None:
     url = f"{base_url}{path}"
     err = error_of({"url": url, "method": "delete"})
     assert (err.classification, err.error_type) == (classification, f"HTTP{status}")

@@ -133,9 +133,7 @@ def test_missing_executable() -> None:
 def test_timeout_kills_the_process_group(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     started = time.monotonic()
-    err = error_of(
-        {"command": f"sleep 30 & echo $! > {pidfile}; wait", "shell": True, "timeout": 0.5}
-    )
+    err = error_of({"command": f"sleep 30 & echo $! > {pidfile}; wait", "shell": True, "timeout": 0.5})
     assert time.monotonic() - started < 5
     assert (err.classification, err.error_type) == ("timeout", "Timeout")
     assert "0.5" in str(err)

@@ -48,9 +48,7 @@ class ShellParams(BaseModel):
         if self.argv is None and self.command is None:
             raise ValueError("give argv (a list of strings) or command with shell: true")
         if self.command is not None and not self.shell:
-            raise ValueError(
-                "command runs through a shell: use argv: [...] instead, or write shell: true"
-            )
+            raise ValueError("command runs through a shell: use argv: [...] instead, or write shell: true")
         if self.argv is not None and self.shell:
             raise ValueError("shell: true goes with command, not with argv")
         if self.argv == []:
