@@ -1,0 +1,33 @@
+# One entry for every developer task. Each target creates .venv on first use.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo lint typecheck test unit clean
+
+$(BIN)/graphrunner: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+setup: $(BIN)/graphrunner          ## create .venv and install graphrunner with the dev extra
+
+demo: setup                        ## run the hello graph end to end
+	$(BIN)/graphrunner run graphs/hello.yaml -i name=Ada
+
+lint: setup                        ## ruff lint and format check
+	$(BIN)/ruff check graphrunner tests
+	$(BIN)/ruff format --check graphrunner tests
+
+typecheck: setup                   ## mypy, strict, on the package
+	$(BIN)/mypy
+
+unit: setup                        ## the unit tests only (no Redis, no Celery)
+	$(BIN)/pytest tests/unit
+
+test: lint typecheck               ## everything CI runs: lint, types, the whole test suite
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
