@@ -91,13 +91,15 @@ def _key_of(record: Any, key: str | None) -> Any:
         hash(value)
     except TypeError:
         raise ReducerInputError(f"key {value!r} is not hashable") from None
-    return value
+    return (isinstance(value, bool), value)  # True and 1 are different keys
 
 
 def bounded_append(max_len: int) -> ReducerFn:
     """prior + update, then the oldest dropped until `max_len` remain."""
 
     def reduce(prior: Any, update: Any) -> list[Any]:
+        if not _need_list(update, "update"):
+            return _need_list(prior, "prior")
         joined = append(prior, update)
         return joined[-max_len:] if len(joined) > max_len else joined
 
@@ -109,6 +111,8 @@ def dedupe_append(key: str | None = None) -> ReducerFn:
 
     def reduce(prior: Any, update: Any) -> list[Any]:
         out = _need_list(prior, "prior")
+        if not _need_list(update, "update"):
+            return out
         seen = {_key_of(item, key) for item in out}
         for item in _need_list(update, "update"):
             k = _key_of(item, key)
@@ -125,6 +129,8 @@ def merge_by_key(key: str) -> ReducerFn:
 
     def reduce(prior: Any, update: Any) -> list[Any]:
         out = _need_list(prior, "prior")
+        if not _need_list(update, "update"):
+            return out
         where = {_key_of(r, key): i for i, r in enumerate(out)}
         for record in _need_list(update, "update"):
             k = _key_of(record, key)

@@ -57,26 +57,40 @@ class ExpressionCondition:
         return expression_paths(self.expr)
 
 
+def _mismatched(left: Any, right: Any) -> bool:
+    """Booleans are not numbers here: `true` never equals or compares with `1`."""
+    return isinstance(left, bool) != isinstance(right, bool) and not (left is None or right is None)
+
+
+def _equal(left: Any, right: Any) -> bool:
+    return not _mismatched(left, right) and bool(left == right)
+
+
 def _compare(op: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
     def test(left: Any, right: Any) -> bool:
+        if left is None or right is None or _mismatched(left, right):
+            return False
         try:
-            return left is not None and right is not None and bool(op(left, right))
+            return bool(op(left, right))
         except TypeError:
             return False
 
     return test
 
 
-def _contains(left: Any, right: Any) -> bool:
-    try:
-        return left is not None and right in left
-    except TypeError:
-        return False
+def _contains(container: Any, member: Any) -> bool:
+    if isinstance(container, str):
+        return isinstance(member, str) and member in container
+    if isinstance(container, dict):
+        return any(_equal(k, member) for k in container)
+    if isinstance(container, list | tuple):
+        return any(_equal(v, member) for v in container)
+    return False
 
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
-    "eq": lambda a, b: bool(a == b),
-    "ne": lambda a, b: bool(a != b),
+    "eq": _equal,
+    "ne": lambda a, b: not _equal(a, b),
     "gt": _compare(lambda a, b: a > b),
     "gte": _compare(lambda a, b: a >= b),
     "lt": _compare(lambda a, b: a < b),
@@ -154,7 +168,7 @@ class Combined:
 def compile_condition(cond: Condition, namespaces: frozenset[str]) -> CompiledCondition:
     """Compile a `when`; raises `ExpressionError` for a malformed one."""
     if isinstance(cond, str):
-        parts = split_template(cond)
+        parts = split_template(cond.strip())
         source = parts[0][1] if len(parts) == 1 and parts[0][0] else cond
         return ExpressionCondition(source, compile_expression(source, namespaces))
     if cond.path is not None:
