@@ -102,8 +102,8 @@ def _build(
     nodes, expr_issues = compile_nodes(spec)
     hooks, hook_issues = compile_hooks(spec.config.hooks)
     errors = check_spec(spec, registry.names(), lookup) + expr_issues + hook_issues
-    report.errors = [_locate(i, doc, file) for i in errors]
-    report.warnings = [_locate(i, doc, file) for i in analyse(spec, check_env)]
+    report.errors = _by_line([_locate(i, doc, file) for i in errors])
+    report.warnings = _by_line([_locate(i, doc, file) for i in analyse(spec, check_env)])
     if report.errors:
         return None, report
     graph = Graph(
@@ -148,6 +148,11 @@ def _locate(issue: Issue, doc: YamlDocument | None, file: str | None) -> Issue:
         parts = tuple(int(p) if p.isdigit() else p for p in issue.location.split("."))
         line = doc.line_of(parts)
     return Issue(issue.code, issue.message, issue.node, issue.location, issue.file or file, line)
+
+
+def _by_line(issues: list[Issue]) -> list[Issue]:
+    """Issues in the order of the file (stable for issues on the same line)."""
+    return sorted(issues, key=lambda i: i.line or 0)
 
 
 def _reducers(spec: GraphSpec) -> Reducers:

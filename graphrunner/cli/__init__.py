@@ -1,0 +1,27 @@
+"""The `graphrunner` console script: a click group with one module per command."""
+
+from __future__ import annotations
+
+import click
+
+from graphrunner import __version__
+from graphrunner.cli.run import run
+from graphrunner.cli.schema import schema
+from graphrunner.cli.validate import validate
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="graphrunner")
+def main() -> None:
+    """graphrunner: run declarative state graphs written in YAML.
+
+    GRAPH is a path to a YAML file or a graph id found on GRAPHRUNNER_GRAPH_PATH.
+    Progress goes to stderr, results to stdout; GRAPHRUNNER_QUIET=1 silences progress.
+    """
+
+
+main.add_command(run)
+main.add_command(validate)
+main.add_command(schema)
+
+__all__ = ["main"]

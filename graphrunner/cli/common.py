@@ -1,0 +1,133 @@
+"""Helpers shared by the CLI commands: JSON and error output, settings, `-i`/`--inputs` parsing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from graphrunner.errors import GraphNotFound, GraphValidationError
+from graphrunner.graph import Graph
+from graphrunner.loading import inspect_graph
+from graphrunner.report import ValidationReport
+from graphrunner.settings import Settings
+
+USAGE_ERROR = 2
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def print_json(data: Any) -> None:
+    """Print `data` as indented JSON on stdout."""
+    click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+
+
+def print_error(message: str) -> None:
+    """Print `error: <message>` on stderr."""
+    click.echo(f"error: {message}", err=True)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """Print `error: <message>` on stderr and exit with `code`."""
+    print_error(message)
+    raise click.exceptions.Exit(code)
+
+
+def load_settings() -> Settings:
+    """The settings from the environment; a malformed variable is a usage error."""
+    try:
+        return Settings.from_env()
+    except ValueError as exc:
+        fail(str(exc), USAGE_ERROR)
+
+
+def parse_value(text: str) -> Any:
+    """`text` parsed as JSON when it parses, else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _input_pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
+    """Click callback: `-i k=v` options to a mapping (a later `k` wins)."""
+    pairs: dict[str, Any] = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", ctx, param)
+        pairs[key.strip()] = parse_value(raw)
+    return pairs
+
+
+def _inputs_json(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, Any]:
+    """Click callback: `--inputs JSON` or `--inputs @file.json` to a mapping."""
+    if value is None:
+        return {}
+    text = _read_at_file(value, ctx, param) if value.startswith("@") else value
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise click.BadParameter(f"malformed JSON: {exc}", ctx, param) from None
+    if not isinstance(data, dict):
+        raise click.BadParameter(f"expected a JSON object, got {type(data).__name__}", ctx, param)
+    return data
+
+
+def _read_at_file(value: str, ctx: click.Context, param: click.Parameter) -> str:
+    path = Path(value[1:])
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise click.BadParameter(f"cannot read {str(path)!r}: {reason}", ctx, param) from None
+
+
+def input_options(func: F) -> F:
+    """Add `-i/--input k=v` (as `input_pairs`) and `--inputs JSON|@file` (as `inputs_json`)."""
+    func = click.option(
+        "--inputs",
+        "inputs_json",
+        metavar="JSON|@FILE",
+        callback=_inputs_json,
+        help="Inputs as a JSON object, or @path to a JSON file.",
+    )(func)
+    return click.option(
+        "-i",
+        "--input",
+        "input_pairs",
+        multiple=True,
+        metavar="KEY=VALUE",
+        callback=_input_pairs,
+        help="One input; VALUE is parsed as JSON when it parses, else kept as text. "
+        "Repeatable; wins over --inputs.",
+    )(func)
+
+
+def merge_inputs(inputs_json: dict[str, Any], input_pairs: dict[str, Any]) -> dict[str, Any]:
+    """`--inputs` overlaid with the `-i` pairs."""
+    return {**inputs_json, **input_pairs}
+
+
+def open_graph(ref: str, settings: Settings) -> Graph:
+    """Load graph `ref` for running; not found or invalid prints why and exits 2."""
+    try:
+        graph, report = inspect_graph(ref, settings=settings)
+    except GraphNotFound as exc:
+        fail(str(exc), USAGE_ERROR)
+    except GraphValidationError as exc:
+        graph, report = None, ValidationReport(errors=exc.issues, file=exc.source)
+    except OSError as exc:
+        fail(f"cannot read graph {ref!r}: {exc.strerror or exc}", USAGE_ERROR)
+    if graph is None:
+        for issue in report.errors:
+            print_error(issue.render())
+        fail(f"graph {ref!r} is invalid ({plural(len(report.errors), 'error')})", USAGE_ERROR)
+    return graph
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 node`, `3 nodes`."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"

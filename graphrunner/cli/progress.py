@@ -1,0 +1,53 @@
+"""Progress lines for stderr: `[graph:ID] step N <node> ✓ 12ms (+summary, meta)`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+SYMBOLS = {"ok": "✓", "error": "✗", "end": "⏹", "paused": "⏸"}
+MAX_MESSAGE = 80
+
+
+def format_step(graph_id: str, record: Mapping[str, Any]) -> str:
+    """One progress line for a step record of the runner's transcript."""
+    symbol = SYMBOLS.get(str(record.get("status")), "?")
+    parts = [f"[graph:{graph_id}] step {record.get('step', '?')} {record.get('node', '?')} {symbol}"]
+    duration = format_duration(record.get("duration_ms"))
+    if duration:
+        parts.append(duration)
+    keys = list(record.get("changed_keys") or ())
+    if keys:
+        parts.append(f"(+{', '.join(str(k) for k in keys)})")
+    line = " ".join(parts)
+    error = record.get("error")
+    if error:
+        line += f" — {shorten(error_message(error))}"
+    return line
+
+
+def format_duration(ms: Any) -> str:
+    """`12ms`, `<1ms`, `1.5s`; empty when unknown."""
+    if not isinstance(ms, int | float) or isinstance(ms, bool):
+        return ""
+    if ms < 0.5:
+        return "<1ms"
+    if ms >= 10_000:
+        return f"{ms / 1000:.1f}s"
+    return f"{round(ms)}ms"
+
+
+def error_message(error: Any) -> str:
+    """The message of a step's error (a `{type, message}` mapping, or anything else)."""
+    if isinstance(error, Mapping):
+        return str(error.get("message") or error.get("type") or "error")
+    return str(error)
+
+
+def shorten(text: str, limit: int = MAX_MESSAGE) -> str:
+    """The first line of `text`, cut to `limit` characters with an ellipsis."""
+    lines = text.strip().splitlines()
+    first = lines[0] if lines else ""
+    if len(first) > limit or len(lines) > 1:
+        return first[: limit - 1].rstrip() + "…"
+    return first

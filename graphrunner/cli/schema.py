@@ -1,0 +1,30 @@
+"""`graphrunner schema [--output FILE]`: the JSON Schema of graph files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from graphrunner.cli.common import fail
+from graphrunner.schema_export import graph_json_schema
+
+
+@click.command("schema")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the schema to FILE instead of stdout.",
+)
+def schema(output: Path | None) -> None:
+    """Print the JSON Schema (draft 2020-12) of graph files."""
+    text = json.dumps(graph_json_schema(), indent=2, ensure_ascii=False)
+    if output is None:
+        click.echo(text)
+        return
+    try:
+        output.write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write {str(output)!r}: {exc.strerror or exc}", 1)
