@@ -19,6 +19,7 @@ from graphrunner.expressions import (
     compile_condition,
     compile_template,
 )
+from graphrunner.expressions.template import Structure
 from graphrunner.importing import ImportFailed, import_callable
 from graphrunner.model import (
     ActionNode,
@@ -78,6 +79,13 @@ class _Collector:
             self._bad(exc, node, where)
             return Constant(None)
 
+    def params(self, params: dict[str, Any], names: frozenset[str], node: str | None, where: str) -> Template:
+        """Action params compiled key by key, so each bad one is reported where it is."""
+        members = {k: self.template(v, names, node, f"{where}.{k}") for k, v in params.items()}
+        if all(isinstance(m, Constant) for m in members.values()):
+            return Constant(dict(params))
+        return Structure(members)
+
     def condition(
         self, cond: Any, names: frozenset[str], node: str | None, where: str
     ) -> CompiledCondition | None:
@@ -110,7 +118,7 @@ def compile_hooks(hooks: tuple[Hook, ...]) -> tuple[tuple[CompiledHook, ...], li
         where = f"config.hooks.{i}"
         when = c.condition(hook.when, ns.HOOK, None, f"{where}.when") if hook.when is not None else None
         out.append(
-            CompiledHook(hook, when, c.template(hook.action.params, ns.HOOK, None, f"{where}.action.params"))
+            CompiledHook(hook, when, c.params(hook.action.params, ns.HOOK, None, f"{where}.action.params"))
         )
     return tuple(out), c.issues
 
@@ -130,10 +138,10 @@ def _compile_node(name: str, node: AnyNode, c: _Collector) -> CompiledNode:
     over = None
     child_inputs: dict[str, Template] = {}
     if isinstance(node, ForeachNode):
-        params = c.template(node.action.params, ns.for_params(node.as_), name, f"{base}.action.params")
+        params = c.params(node.action.params, ns.for_params(node.as_), name, f"{base}.action.params")
         over = c.template(node.over, ns.BASE, name, f"{base}.over")
     elif isinstance(node, ActionNode):
-        params = c.template(node.action.params, ns.for_params(), name, f"{base}.action.params")
+        params = c.params(node.action.params, ns.for_params(), name, f"{base}.action.params")
     elif isinstance(node, SubgraphNode):
         child_inputs = {
             k: c.template(_as_expression(v), ns.BASE, name, f"{base}.inputs.{k}")

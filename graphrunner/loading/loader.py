@@ -45,7 +45,8 @@ def inspect_graph(
     settings = settings or Settings.from_env()
     path = find_graph(ref, settings.graph_path)
     text = _read(path, settings.max_graph_bytes)
-    return _build(text, str(path), registry or default_registry(), settings, check_env)
+    default_id = path.stem if Path(ref).is_file() else str(ref)
+    return _build(text, str(path), registry or default_registry(), settings, check_env, default_id)
 
 
 def parse_graph(
@@ -86,14 +87,19 @@ def _read(path: Path, limit: int) -> str:
 
 
 def _build(
-    text: str, file: str | None, registry: ToolRegistry, settings: Settings, check_env: bool
+    text: str,
+    file: str | None,
+    registry: ToolRegistry,
+    settings: Settings,
+    check_env: bool,
+    default_id: str | None = None,
 ) -> tuple[Graph | None, ValidationReport]:
     report = ValidationReport(file=file)
     try:
         if len(text.encode()) > settings.max_graph_bytes:
             raise GraphValidationError([Issue("invalid_yaml", "graph text is over the size limit")], file)
         doc = parse_yaml(text, file)
-        spec = _spec(doc, file)
+        spec = _spec(doc, file, default_id)
     except GraphValidationError as exc:
         report.errors = [_locate(i, None, file) for i in exc.issues]
         return None, report
@@ -119,7 +125,8 @@ def _build(
     return graph, report
 
 
-def _spec(doc: YamlDocument, file: str | None) -> GraphSpec:
+def _spec(doc: YamlDocument, file: str | None, default_id: str | None = None) -> GraphSpec:
+    """The graph model of a parsed document; without `id:` it is `default_id` or the file name."""
     data = doc.data
     if not isinstance(data, dict):
         raise GraphValidationError(
@@ -133,8 +140,8 @@ def _spec(doc: YamlDocument, file: str | None) -> GraphSpec:
             ],
             file,
         )
-    if "id" not in data and file:
-        data = {"id": Path(file).stem, **data}
+    if "id" not in data and (default_id or file):
+        data = {"id": default_id or Path(file or "").stem, **data}
     try:
         return GraphSpec.model_validate(data)
     except ValidationError as exc:
@@ -186,7 +193,7 @@ class _ChildLookup:
             return "no graph with that id next to this file or on GRAPHRUNNER_GRAPH_PATH"
         try:
             doc = parse_yaml(_read(path, self.settings.max_graph_bytes), str(path))
-            spec = _spec(doc, str(path))
+            spec = _spec(doc, str(path), graph_id)
         except (GraphValidationError, GraphNotFound, OSError) as exc:
             return f"{path} is not a valid graph: {exc}"
         self.paths[graph_id] = str(path)

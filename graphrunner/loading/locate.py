@@ -15,9 +15,9 @@ ID_LINE = re.compile(r"""^id:\s*["']?([^"'#\s]+)["']?\s*(?:#.*)?$""", re.MULTILI
 def find_graph(ref: str | Path, search: Iterable[Path] = ()) -> Path:
     """The file for `ref`: an existing path, else a graph id looked up on the search dirs."""
     path = Path(ref)
-    if path.suffix in SUFFIXES or path.exists():
-        if path.is_file():
-            return path
+    if path.is_file():
+        return path
+    if path.suffix in SUFFIXES:
         raise GraphNotFound(f"graph file {str(ref)!r} does not exist")
     dirs = [d for d in search if d.is_dir()]
     found = find_by_id(str(ref), dirs)

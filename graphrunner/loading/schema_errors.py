@@ -40,13 +40,24 @@ def schema_issues(exc: ValidationError, data: Any) -> list[Issue]:
     """One issue per distinct problem, with node, location and a suggestion for typos."""
     issues: dict[str, Issue] = {}
     for err in exc.errors():
-        loc = _clean(err["loc"])
+        loc = _relocate(err, _clean(err["loc"]), data)
         issue = _issue(err, loc, data)
         key = f"{issue.location}|{issue.message}"
         if err["type"] == "string_type" and any(k.startswith(f"{issue.location}|") for k in issues):
             continue
         issues.setdefault(key, issue)
     return _drop_union_noise(list(issues.values()))
+
+
+def _relocate(err: Any, loc: tuple[str | int, ...], data: Any) -> tuple[str | int, ...]:
+    """Point at what the author wrote: a bad node name at its key; a lone retry policy unindexed."""
+    if err["type"] == "bad_node_name":
+        return ("nodes", err["ctx"]["name"])
+    if len(loc) >= 5 and loc[0] == "nodes" and loc[2] == "retry" and loc[3] == 0:
+        node = data.get("nodes", {}).get(loc[1]) if isinstance(data, dict) else None
+        if isinstance(node, dict) and isinstance(node.get("retry"), dict):
+            return (*loc[:3], *loc[4:])
+    return loc
 
 
 def _drop_union_noise(issues: list[Issue]) -> list[Issue]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -55,7 +55,10 @@ class YamlDocument:
 
 def parse_yaml(text: str, file: str | None = None) -> YamlDocument:
     """Parse one YAML document; raise `GraphValidationError` with file and line on bad input."""
-    loader = GraphYamlLoader(text)
+    try:
+        loader = GraphYamlLoader(text)
+    except yaml.YAMLError as exc:
+        _yaml_error(exc, file, text)
     try:
         root = _compose(loader, file)
         if root is None:
@@ -66,6 +69,8 @@ def parse_yaml(text: str, file: str | None = None) -> YamlDocument:
         if walker.issues:
             raise GraphValidationError(walker.issues, file)
         data = loader.construct_document(root)
+    except yaml.YAMLError as exc:
+        _yaml_error(exc, file, text)
     finally:
         loader.dispose()
     return YamlDocument(data, walker.lines)
@@ -74,19 +79,25 @@ def parse_yaml(text: str, file: str | None = None) -> YamlDocument:
 def _compose(loader: GraphYamlLoader, file: str | None) -> yaml.Node | None:
     try:
         return loader.get_single_node()
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        problem = " ".join(p for p in (exc.context, exc.problem) if p) or str(exc)
-        _fail("invalid_yaml", f"malformed YAML: {problem}", file, line)
-    except yaml.YAMLError as exc:
-        _fail("invalid_yaml", f"malformed YAML: {exc}", file, None)
     except RecursionError:
         _fail("invalid_yaml", f"YAML nested too deeply (more than {MAX_DEPTH} levels)", file, None)
-    return None
 
 
-def _fail(code: str, message: str, file: str | None, line: int | None) -> None:
+def _yaml_error(exc: yaml.YAMLError, file: str | None, text: str = "") -> NoReturn:
+    """A PyYAML error as an `invalid_yaml` issue with its line."""
+    line = None
+    problem = str(exc)
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        problem = " ".join(p for p in (exc.context, exc.problem) if p) or problem
+    elif isinstance(exc, yaml.reader.ReaderError):
+        line = text.count("\n", 0, exc.position) + 1
+        problem = f"character #x{exc.character:04x} is not allowed in YAML"
+    _fail("invalid_yaml", f"malformed YAML: {problem}", file, line)
+
+
+def _fail(code: str, message: str, file: str | None, line: int | None) -> NoReturn:
     raise GraphValidationError([Issue(code, message, file=file, line=line)], file)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from graphrunner.model.actions import Action
 from graphrunner.model.base import NODE_NAME, Model
@@ -63,7 +64,11 @@ class GraphSpec(Model):
     def _node_names(cls, value: dict[str, Any]) -> dict[str, Any]:
         for name in value:
             if not NODE_NAME.match(name):
-                raise ValueError(f"node name {name!r} must match {NODE_NAME.pattern} ('$end' is reserved)")
+                raise PydanticCustomError(
+                    "bad_node_name",
+                    "node name {name!r} must match {pattern} ('$end' is reserved)",
+                    {"name": name, "pattern": NODE_NAME.pattern},
+                )
         return value
 
     @model_validator(mode="before")

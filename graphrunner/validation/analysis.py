@@ -9,7 +9,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from graphrunner.expressions.scanner import split_template
-from graphrunner.model import GraphSpec, ReturnNode, SubgraphNode
+from graphrunner.model import END, GraphSpec, ReturnNode, SubgraphNode
 from graphrunner.model.conditions import StructuredCondition
 from graphrunner.report import Issue
 
@@ -85,7 +85,9 @@ def _outputs_whole_state(spec: GraphSpec) -> bool:
     for node in spec.nodes.values():
         if isinstance(node, ReturnNode) and node.output is None:
             return True
-        if not isinstance(node, ReturnNode) and node.next is None:
+        if isinstance(node, ReturnNode):
+            continue
+        if node.next is None or node.next.fn is not None or END in node.next.targets:
             return True
     return False
 

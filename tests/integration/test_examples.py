@@ -46,7 +46,16 @@ def test_example_runs_from_the_command_line(
     name: str, inputs: dict[str, Any], status: str, path: list[str]
 ) -> None:
     env = {**os.environ, "GRAPHRUNNER_QUIET": "1"}
-    cmd = [sys.executable, "-m", "graphrunner", "run", str(GRAPHS / name), "--inputs", json.dumps(inputs), "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "graphrunner",
+        "run",
+        str(GRAPHS / name),
+        "--inputs",
+        json.dumps(inputs),
+        "--json",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
