@@ -10,7 +10,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
 
 from graphrunner.errors import GraphNotFound, GraphValidationError
 from graphrunner.loading import inspect_graph, load_graph, loader, parse_graph
