@@ -91,6 +91,8 @@ def _yaml_error(exc: yaml.YAMLError, file: str | None, text: str = "") -> NoRetu
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
         problem = " ".join(p for p in (exc.context, exc.problem) if p) or problem
+        if exc.context_mark and exc.problem_mark and exc.context_mark.line != exc.problem_mark.line:
+            problem += f" (the construct started on line {exc.context_mark.line + 1})"
     elif isinstance(exc, yaml.reader.ReaderError):
         line = text.count("\n", 0, exc.position) + 1
         problem = f"character #x{exc.character:04x} is not allowed in YAML"
