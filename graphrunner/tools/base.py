@@ -42,6 +42,12 @@ class Tool(Protocol):
 M = TypeVar("M", bound=BaseModel)
 
 
+def effective_timeout(*timeouts: float | None) -> float | None:
+    """The smallest of the timeouts that are set (a param's and the node's), or None."""
+    given = [t for t in timeouts if t is not None]
+    return min(given) if given else None
+
+
 def parse_params(model: type[M], params: dict[str, Any], tool: str) -> M:
     """Validate a tool's params; a bad one is a `validation` ToolError naming the param."""
     try:

@@ -6,12 +6,12 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from yaml_files import assert_no_traceback, write
 
 from graphrunner import __version__
 from graphrunner.cli import main
@@ -90,22 +90,9 @@ def _loud(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GRAPHRUNNER_QUIET", raising=False)
 
 
-def write(directory: Path, name: str, text: str) -> Path:
-    """Write dedented `text` to `directory/name`."""
-    path = directory / name
-    path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
-    return path
-
-
 def run(*args: str, env: dict[str, str] | None = None) -> Result:
     """Invoke `graphrunner run ARGS` in-process."""
     return CliRunner().invoke(main, ["run", *args], env=env)
-
-
-def assert_no_traceback(result: Result) -> None:
-    """A user error never shows a Python traceback."""
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_run_prints_the_result_json(tmp_path: Path) -> None:

@@ -6,11 +6,11 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from yaml_files import assert_no_traceback, write
 
 from graphrunner.cli import main
 
@@ -55,22 +55,9 @@ nodes:
 """
 
 
-def write(directory: Path, name: str, text: str) -> Path:
-    """Write dedented YAML `text` to `directory/name`."""
-    path = directory / name
-    path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
-    return path
-
-
 def validate(*args: str, env: dict[str, str] | None = None) -> Result:
     """Invoke `graphrunner validate ARGS` in-process."""
     return CliRunner().invoke(main, ["validate", *args], env=env)
-
-
-def assert_no_traceback(result: Result) -> None:
-    """A user error never shows a Python traceback."""
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert "Traceback" not in result.stdout + result.stderr
 
 
 def test_valid_graph(tmp_path: Path) -> None:

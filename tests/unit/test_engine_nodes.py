@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import textwrap
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import engine_targets
 import pytest
+from yaml_files import write_yaml
 
 from graphrunner import Graph, RunResult, engine, load_graph
 from graphrunner.runner import LocalRunner
@@ -126,13 +126,8 @@ def test_foreach_over_not_a_list_fails_naming_the_node(run_yaml: Callable[..., R
     assert "node 'each': over must resolve to a list, got str" in result.error["message"]
 
 
-def _write(path: Path, text: str) -> Path:
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
 def test_subgraph_explicit_inputs_and_outputs(tmp_path: Path) -> None:
-    _write(
+    write_yaml(
         tmp_path / "child.yaml",
         """
         id: t/child
@@ -143,7 +138,7 @@ def test_subgraph_explicit_inputs_and_outputs(tmp_path: Path) -> None:
           done: {type: return, output: {doubled: "${state.doubled}"}}
     """,
     )
-    parent = _write(
+    parent = write_yaml(
         tmp_path / "parent.yaml",
         """
         id: t/parent
@@ -165,7 +160,7 @@ def test_subgraph_explicit_inputs_and_outputs(tmp_path: Path) -> None:
 
 
 def test_subgraph_two_levels_and_max_depth(tmp_path: Path) -> None:
-    _write(
+    write_yaml(
         tmp_path / "leaf.yaml",
         """
         id: t/leaf
@@ -174,7 +169,7 @@ def test_subgraph_two_levels_and_max_depth(tmp_path: Path) -> None:
         nodes: {a: {type: gate, assign: {trace: [leaf]}}}
     """,
     )
-    _write(
+    write_yaml(
         tmp_path / "mid.yaml",
         """
         id: t/mid
@@ -185,7 +180,7 @@ def test_subgraph_two_levels_and_max_depth(tmp_path: Path) -> None:
           b: {type: subgraph, graph: t/leaf}
     """,
     )
-    top = _write(
+    top = write_yaml(
         tmp_path / "top.yaml",
         """
         id: t/top
@@ -195,7 +190,7 @@ def test_subgraph_two_levels_and_max_depth(tmp_path: Path) -> None:
     """,
     )
     assert load_graph(top).invoke_sync().state["trace"] == ["mid", "leaf"]
-    self_ref = _write(
+    self_ref = write_yaml(
         tmp_path / "forever.yaml",
         """
         id: t/forever

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from yaml_files import write_yaml
 
 from graphrunner.errors import GraphNotFound, GraphValidationError
 from graphrunner.loading import inspect_graph, load_graph, loader, parse_graph
@@ -35,12 +36,6 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(work)
 
 
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
-
-
 def invalid(path: Path, settings: Settings | None = None) -> GraphValidationError:
     """The error loading `path` raises; it names the file, as does each of its issues."""
     with pytest.raises(GraphValidationError) as info:
@@ -62,7 +57,7 @@ def only_issue(error: GraphValidationError, code: str) -> tuple[str, int | None]
 
 
 def test_unclosed_bracket(tmp_path: Path) -> None:
-    path = write(
+    path = write_yaml(
         tmp_path / "g.yaml",
         """
         id: t
@@ -77,7 +72,7 @@ def test_unclosed_bracket(tmp_path: Path) -> None:
 
 
 def test_bad_indentation(tmp_path: Path) -> None:
-    path = write(
+    path = write_yaml(
         tmp_path / "g.yaml",
         """
         id: t
@@ -102,7 +97,7 @@ def test_tab_indentation(tmp_path: Path) -> None:
 
 
 def test_two_documents_in_one_file(tmp_path: Path) -> None:
-    path = write(tmp_path / "g.yaml", VALID + "---\n" + VALID)
+    path = write_yaml(tmp_path / "g.yaml", VALID + "---\n" + VALID)
     _, line = only_issue(invalid(path), "invalid_yaml")
     assert line == 6
 
@@ -169,7 +164,7 @@ def test_ten_megabyte_file_is_rejected_before_parsing(
 
 
 def test_size_limit_comes_from_settings(tmp_path: Path) -> None:
-    path = write(tmp_path / "g.yaml", VALID)
+    path = write_yaml(tmp_path / "g.yaml", VALID)
     size = path.stat().st_size
     message, _ = only_issue(invalid(path, Settings(max_graph_bytes=size - 1)), "invalid_yaml")
     assert f"{size - 1}-byte limit" in message
@@ -227,7 +222,7 @@ def test_nesting_just_over_the_limit_gives_a_line(tmp_path: Path) -> None:
 
 
 def test_self_referencing_alias(tmp_path: Path) -> None:
-    path = write(tmp_path / "g.yaml", "id: t\nloop: &a [*a]\n")
+    path = write_yaml(tmp_path / "g.yaml", "id: t\nloop: &a [*a]\n")
     deep_error(path)
 
 
@@ -245,7 +240,7 @@ def test_billion_laughs(tmp_path: Path) -> None:
 
 
 def test_aliases_below_the_limit_still_load(tmp_path: Path) -> None:
-    path = write(
+    path = write_yaml(
         tmp_path / "g.yaml",
         """
         id: t
@@ -327,7 +322,7 @@ def test_directory_instead_of_file(tmp_path: Path) -> None:
 
 def test_unknown_graph_id(tmp_path: Path) -> None:
     graphs = tmp_path / "graphs"
-    write(graphs / "x.yaml", VALID)
+    write_yaml(graphs / "x.yaml", VALID)
     with pytest.raises(GraphNotFound) as info:
         load_graph("team/unknown", settings=Settings(graph_path=(graphs,)))
     assert "'team/unknown'" in str(info.value)
@@ -346,8 +341,8 @@ def test_unknown_graph_id_without_a_graph_path() -> None:
 
 def test_id_found_via_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     graphs = tmp_path / "graphs"
-    path = write(graphs / "x.yaml", VALID)
-    write(graphs / "other.yaml", VALID.replace("team/x", "team/other"))
+    path = write_yaml(graphs / "x.yaml", VALID)
+    write_yaml(graphs / "other.yaml", VALID.replace("team/x", "team/other"))
     monkeypatch.setenv("GRAPHRUNNER_GRAPH_PATH", f"{tmp_path / 'missing'}:{graphs}")
     graph = load_graph("team/x")
     assert graph.id == "team/x"
@@ -356,7 +351,7 @@ def test_id_found_via_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_id_found_via_settings(tmp_path: Path) -> None:
     graphs = tmp_path / "graphs"
-    path = write(graphs / "nested" / "x.yaml", VALID.replace("id: team/x", 'id: "team/x"  # quoted'))
+    path = write_yaml(graphs / "nested" / "x.yaml", VALID.replace("id: team/x", 'id: "team/x"  # quoted'))
     graph, report = inspect_graph("team/x", settings=Settings(graph_path=(graphs,)))
     assert graph is not None and report.valid
     assert graph.id == "team/x"
@@ -365,15 +360,15 @@ def test_id_found_via_settings(tmp_path: Path) -> None:
 
 def test_id_in_direct_layout(tmp_path: Path) -> None:
     graphs = tmp_path / "graphs"
-    path = write(graphs / "team" / "x.yaml", VALID)
-    write(graphs / "decoy.yaml", VALID.replace("id: team/x", "id: team/x\ndescription: decoy"))
+    path = write_yaml(graphs / "team" / "x.yaml", VALID)
+    write_yaml(graphs / "decoy.yaml", VALID.replace("id: team/x", "id: team/x\ndescription: decoy"))
     graph = load_graph("team/x", settings=Settings(graph_path=(graphs,)))
     assert graph.file == str(path)
     assert graph.spec.description is None
 
 
 def test_graph_without_id_takes_the_file_stem(tmp_path: Path) -> None:
-    path = write(tmp_path / "hello-world.yaml", VALID.replace("id: team/x\n", ""))
+    path = write_yaml(tmp_path / "hello-world.yaml", VALID.replace("id: team/x\n", ""))
     assert load_graph(path, settings=Settings()).id == "hello-world"
     graph = load_graph("hello-world", settings=Settings(graph_path=(tmp_path,)))
     assert graph.id == "hello-world"
@@ -381,7 +376,7 @@ def test_graph_without_id_takes_the_file_stem(tmp_path: Path) -> None:
 
 def test_invalid_graph_found_by_id_names_its_file(tmp_path: Path) -> None:
     graphs = tmp_path / "graphs"
-    path = write(graphs / "x.yaml", VALID.replace("type: return", "type: retrun"))
+    path = write_yaml(graphs / "x.yaml", VALID.replace("type: return", "type: retrun"))
     with pytest.raises(GraphValidationError) as info:
         load_graph("team/x", settings=Settings(graph_path=(graphs,)))
     assert info.value.codes == ["invalid_schema"]
@@ -390,13 +385,13 @@ def test_invalid_graph_found_by_id_names_its_file(tmp_path: Path) -> None:
 
 def test_id_found_even_when_a_directory_in_the_cwd_has_its_name(tmp_path: Path) -> None:
     graphs = tmp_path / "graphs"
-    path = write(graphs / "x.yaml", VALID)
+    path = write_yaml(graphs / "x.yaml", VALID)
     (Path.cwd() / "team" / "x").mkdir(parents=True)
     graph = load_graph("team/x", settings=Settings(graph_path=(graphs,)))
     assert graph.file == str(path)
 
 
 def test_a_graph_found_by_id_without_an_id_key_takes_the_id_asked_for(tmp_path: Path) -> None:
-    path = write(tmp_path / "team" / "y.yaml", "config: {start: a}\nnodes:\n  a: {type: gate}\n")
+    path = write_yaml(tmp_path / "team" / "y.yaml", "config: {start: a}\nnodes:\n  a: {type: gate}\n")
     assert load_graph("team/y", settings=Settings(graph_path=(tmp_path,))).id == "team/y"
     assert load_graph(path, settings=Settings()).id == "y"

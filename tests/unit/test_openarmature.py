@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from yaml_files import write_yaml
 
 from graphrunner import NodeError, ReducerError, RoutingError, RunResult, load_graph
 
@@ -76,15 +77,8 @@ def test_005_merge(run_yaml: Callable[..., RunResult]) -> None:
     assert result.state["doc"] == {"source": "seed", "author": "alice", "stage": "final", "reviewer": "bob"}
 
 
-def _write(path: Path, text: str) -> Path:
-    import textwrap
-
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
 def test_006_subgraph_composition(tmp_path: Path) -> None:
-    _write(
+    write_yaml(
         tmp_path / "child.yaml",
         """
         id: oa/child
@@ -97,7 +91,7 @@ def test_006_subgraph_composition(tmp_path: Path) -> None:
           y: {type: gate, assign: {message: from-y, trace: [y]}}
     """,
     )
-    parent = _write(
+    parent = write_yaml(
         tmp_path / "parent.yaml",
         """
         id: oa/parent

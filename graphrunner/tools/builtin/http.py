@@ -10,7 +10,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from graphrunner.errors import ToolError
-from graphrunner.tools.base import ToolContext, parse_params
+from graphrunner.tools.base import ToolContext, effective_timeout, parse_params
 
 DEFAULT_TIMEOUT = 30.0
 BODY_SNIPPET = 200
@@ -59,7 +59,7 @@ class HttpTool:
     async def run(self, params: dict[str, Any], context: ToolContext) -> Any:
         """Send the request; return status, headers, data, success and duration."""
         p = parse_params(HttpParams, params, self.name)
-        timeout = _effective_timeout(p.timeout, context.timeout)
+        timeout = effective_timeout(p.timeout, context.timeout) or DEFAULT_TIMEOUT
         started = time.monotonic()
         response = await _send(p, timeout)
         result = {
@@ -72,12 +72,6 @@ class HttpTool:
         if p.check:
             _check_status(p, response)
         return result
-
-
-def _effective_timeout(*timeouts: float | None) -> float:
-    """The smallest of the timeouts that are set, else `DEFAULT_TIMEOUT`."""
-    given = [t for t in timeouts if t is not None]
-    return min(given) if given else DEFAULT_TIMEOUT
 
 
 async def _send(p: HttpParams, timeout: float) -> httpx.Response:

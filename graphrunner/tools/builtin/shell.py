@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from graphrunner.errors import ToolError
-from graphrunner.tools.base import ToolContext, parse_params
+from graphrunner.tools.base import ToolContext, effective_timeout, parse_params
 
 STDERR_TAIL = 500
 
@@ -79,7 +79,7 @@ class ShellTool:
     async def run(self, params: dict[str, Any], context: ToolContext) -> Any:
         """Run the command; return exit code, output, success and duration."""
         p = parse_params(ShellParams, params, self.name)
-        timeout = _effective_timeout(p.timeout, context.timeout)
+        timeout = effective_timeout(p.timeout, context.timeout)
         started = time.monotonic()
         proc = await _spawn(p)
         data = None if p.input is None else p.input.encode("utf-8")
@@ -94,12 +94,6 @@ class ShellTool:
             "success": proc.returncode == 0,
             "duration_ms": round((time.monotonic() - started) * 1000),
         }
-
-
-def _effective_timeout(*timeouts: float | None) -> float | None:
-    """The smallest of the timeouts that are set, or None."""
-    given = [t for t in timeouts if t is not None]
-    return min(given) if given else None
 
 
 async def _spawn(p: ShellParams) -> asyncio.subprocess.Process:
