@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphrunner.engine import RunSnapshot
-from graphrunner.errors import RUN_ERROR_CLASSES, NodeError, RunError
+from graphrunner.errors import RUN_ERROR_CLASSES, NodeError, ReducerError, RunError
 
 
 @dataclass(frozen=True)
@@ -77,25 +77,18 @@ class RunResult:
             return self
         if self.exception is not None:
             raise self.exception
-        cls = RUN_ERROR_CLASSES.get(self.error.get("type", ""), NodeError)
-        if cls is NodeError or cls not in RUN_ERROR_CLASSES.values():
-            raise NodeError(
-                self.error["message"],
-                node=self.error.get("node"),
-                step=self.error.get("step"),
-                state=self.state,
-                category=self.error.get("type"),
-            )
-        raise _rebuild(cls, self)
+        raise _rebuild(RUN_ERROR_CLASSES.get(self.error.get("type", ""), NodeError), self)
 
 
 def _rebuild(cls: type[RunError], result: RunResult) -> RunError:
+    """The typed error of a failed result that no longer holds its exception object."""
     error = result.error or {}
-    kwargs: dict[str, Any] = {
-        "node": error.get("node"),
-        "step": error.get("step"),
-        "state": result.state,
-    }
-    if cls.__name__ == "ReducerError":
-        kwargs.update(field=error.get("field", "?"), reducer=error.get("reducer", "?"))
-    return cls(error.get("message", ""), **kwargs)
+    kwargs: dict[str, Any] = {"node": error.get("node"), "step": error.get("step"), "state": result.state}
+    if issubclass(cls, ReducerError):
+        return cls(
+            error.get("message", ""),
+            field=error.get("field", "?"),
+            reducer=error.get("reducer", "?"),
+            **kwargs,
+        )
+    return cls(error.get("message", ""), category=error.get("type"), **kwargs)

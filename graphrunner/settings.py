@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -23,21 +23,14 @@ class Settings:
 
     graph_path: tuple[Path, ...] = ()
     max_graph_bytes: int = 1_048_576
-    max_state_bytes: int = 1_048_576
     quiet: bool = False
-    default_capabilities: tuple[str, ...] = field(default=("*",))
 
     @classmethod
     def from_env(cls) -> Settings:
         """Read the settings from `os.environ`."""
         path = os.environ.get("GRAPHRUNNER_GRAPH_PATH", "")
-        caps = os.environ.get("GRAPHRUNNER_DEFAULT_CAPABILITIES")
         return cls(
             graph_path=tuple(Path(p) for p in path.split(os.pathsep) if p),
             max_graph_bytes=_int("GRAPHRUNNER_MAX_GRAPH_BYTES", cls.max_graph_bytes),
-            max_state_bytes=_int("GRAPHRUNNER_MAX_STATE_BYTES", cls.max_state_bytes),
             quiet=os.environ.get("GRAPHRUNNER_QUIET", "") not in ("", "0", "false"),
-            default_capabilities=(
-                tuple(c.strip() for c in caps.split(",") if c.strip()) if caps is not None else ("*",)
-            ),
         )

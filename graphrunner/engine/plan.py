@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphrunner import namespaces as ns
 from graphrunner.compiled import CompiledNode
@@ -23,7 +23,7 @@ from graphrunner.model import (
 )
 from graphrunner.model.nodes import SubgraphNode
 
-if False:  # pragma: no cover - typing only
+if TYPE_CHECKING:
     from graphrunner.graph import Graph
 
 

@@ -24,7 +24,7 @@ from graphrunner.engine.plan import StepPlan, eval_context
 from graphrunner.engine.routing import route
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
 from graphrunner.engine.state import check_state
-from graphrunner.errors import ExpressionError, LimitExceeded, NodeError, RunError
+from graphrunner.errors import ExpressionError, LimitExceeded, NodeError, ReducerError, RunError
 from graphrunner.model import ForeachNode, PauseNode, ReturnNode, SubgraphNode
 
 if TYPE_CHECKING:
@@ -358,6 +358,8 @@ def _fail(
 ) -> StepResult:
     """End the run `failed` at `plan.node` with `exc`; the node stays current for a resume."""
     error = {"type": exc.category, "message": str(exc), "node": plan.node, "step": plan.step}
+    if isinstance(exc, ReducerError):
+        error.update(field=exc.field, reducer=exc.reducer)
     ran = plan.kind != "limit"
     final = snap.model_copy(
         update={

@@ -104,7 +104,7 @@ def _build(
         report.errors = [_locate(i, None, file) for i in exc.issues]
         return None, report
     report.graph_id, report.node_count = spec.id, len(spec.nodes)
-    lookup = _ChildLookup(file, settings, registry)
+    lookup = _ChildLookup(file, settings)
     nodes, expr_issues = compile_nodes(spec)
     hooks, hook_issues = compile_hooks(spec.config.hooks)
     errors = check_spec(spec, registry.names(), lookup) + expr_issues + hook_issues
@@ -182,7 +182,7 @@ def content_hash(data: Any) -> str:
 class _ChildLookup:
     """Finds subgraph specs by id near the parent file and on the graph path."""
 
-    def __init__(self, file: str | None, settings: Settings, registry: ToolRegistry) -> None:
+    def __init__(self, file: str | None, settings: Settings) -> None:
         self.dirs: Sequence[Path] = ([Path(file).parent] if file else []) + list(settings.graph_path)
         self.settings = settings
         self.paths: dict[str, str] = {}

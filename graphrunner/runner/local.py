@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from graphrunner import engine
 from graphrunner.engine import (
-    ActionCall,
     ActionFailure,
     ActionOutcome,
     ChildOutcome,
@@ -255,6 +254,3 @@ def _with_control(outcome: Outcome, answer: Any) -> Outcome:
     if isinstance(outcome, ActionOutcome | ForeachOutcome | ChildOutcome | NoOutcome):
         return type(outcome)(**{**outcome.__dict__, "control": answer})
     return outcome
-
-
-__all__ = ["ActionCall", "LocalRunner"]

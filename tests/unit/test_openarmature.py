@@ -204,3 +204,21 @@ def test_reducer_error_names_field_reducer_node_and_keeps_pre_merge_state(
     assert (err.field, err.reducer, err.node) == ("log", "append", "a")
     assert err.state == {"log": ["start"], "other": 0}
     assert isinstance(err.__cause__, ValueError)
+
+
+def test_reducer_error_survives_without_the_exception_object(run_yaml: Callable[..., RunResult]) -> None:
+    from dataclasses import replace
+
+    result = run_yaml("""
+        id: red2
+        state: {log: {type: list, default: [], reducer: append}}
+        config: {start: a}
+        nodes:
+          a: {type: gate, assign: {log: 5}}
+    """)
+    assert result.error is not None
+    assert (result.error["field"], result.error["reducer"]) == ("log", "append")
+    with pytest.raises(ReducerError) as caught:
+        replace(result, exception=None).raise_for_error()
+    assert (caught.value.field, caught.value.reducer, caught.value.node) == ("log", "append", "a")
+    assert caught.value.state == {"log": []}
