@@ -12,6 +12,10 @@ class GraphrunnerError(Exception):
     """Root of every error graphrunner raises."""
 
 
+class ConfigurationError(GraphrunnerError):
+    """A setting is missing or invalid."""
+
+
 class GraphNotFound(GraphrunnerError):
     """A graph file or graph id could not be found."""
 

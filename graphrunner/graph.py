@@ -31,6 +31,7 @@ class Graph:
     reducers: Reducers
     report: ValidationReport
     child_paths: Mapping[str, str] = field(default_factory=dict)
+    text: str = field(default="", repr=False)
     _children: dict[str, Graph] = field(default_factory=dict, repr=False)
 
     @property

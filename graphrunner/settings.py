@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 
@@ -24,6 +24,11 @@ class Settings:
     graph_path: tuple[Path, ...] = ()
     max_graph_bytes: int = 1_048_576
     quiet: bool = False
+    redis_url: str | None = None
+    broker_url: str | None = None
+    queue: str = "graphrunner"
+    visibility_timeout: int = 3600
+    prefetch: int = 1
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -33,4 +38,18 @@ class Settings:
             graph_path=tuple(Path(p) for p in path.split(os.pathsep) if p),
             max_graph_bytes=_int("GRAPHRUNNER_MAX_GRAPH_BYTES", cls.max_graph_bytes),
             quiet=os.environ.get("GRAPHRUNNER_QUIET", "") not in ("", "0", "false"),
+            redis_url=os.environ.get("GRAPHRUNNER_REDIS_URL") or None,
+            broker_url=os.environ.get("GRAPHRUNNER_BROKER_URL") or None,
+            queue=os.environ.get("GRAPHRUNNER_QUEUE") or cls.queue,
+            visibility_timeout=_int("GRAPHRUNNER_VISIBILITY_TIMEOUT", cls.visibility_timeout),
+            prefetch=_int("GRAPHRUNNER_PREFETCH", cls.prefetch),
         )
+
+    def with_redis(self, url: str) -> Settings:
+        """These settings pointed at another Redis (state store, and broker unless one is set)."""
+        return replace(self, redis_url=url)
+
+    @property
+    def broker(self) -> str | None:
+        """The Celery broker URL: GRAPHRUNNER_BROKER_URL, else the Redis URL."""
+        return self.broker_url or self.redis_url

@@ -121,6 +121,7 @@ def _build(
         reducers=_reducers(spec),
         report=report,
         child_paths=dict(lookup.paths),
+        text=text,
     )
     return graph, report
 

@@ -72,42 +72,60 @@ class LocalRunner:
             capabilities=capabilities,
             depth=depth,
         )
-        missing = engine.missing_env(graph)
-        if missing:
-            failed = snap.model_copy(
-                update={
-                    "status": RunStatus.FAILED,
-                    "error": {
-                        "type": "env_missing",
-                        "message": f"missing environment variables: {', '.join(missing)}",
-                        "node": None,
-                        "step": 0,
-                    },
-                }
-            )
-            return RunResult.from_snapshot(failed)
-        await self._hooks(graph, "graph_started", snap, graph_id=graph.id)
+        preflight = self.preflight(graph, snap)
+        if preflight is not None:
+            return RunResult.from_snapshot(preflight)
+        await self.started(graph, snap)
         return await self.drive(graph, snap)
+
+    def preflight(self, graph: Graph, snap: RunSnapshot) -> RunSnapshot | None:
+        """The run failed with `env_missing` when an `env_requires` variable is not set, else None."""
+        missing = engine.missing_env(graph)
+        if not missing:
+            return None
+        message = f"missing environment variables: {', '.join(missing)}"
+        error = {"type": "env_missing", "message": message, "node": None, "step": 0}
+        return snap.model_copy(update={"status": RunStatus.FAILED, "error": error})
+
+    async def started(self, graph: Graph, snap: RunSnapshot) -> None:
+        """Fire the `graph_started` hooks of a fresh run."""
+        await self._hooks(graph, "graph_started", snap, graph_id=graph.id)
 
     async def drive(self, graph: Graph, snap: RunSnapshot) -> RunResult:
         """Take steps from `snap` until the run is no longer running."""
         steps: list[dict[str, Any]] = []
         exception: RunError | None = None
         while snap.status is RunStatus.RUNNING:
-            started = time.perf_counter()
-            plan = engine.prepare(graph, snap, utcnow())
-            result = await self._step(graph, snap, plan)
-            record = {
-                **result.event.model_dump(),
-                "started_at": utcnow().isoformat(),
-                "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                "worker": "local",
-            }
+            plan, result, record = await self.advance(graph, snap)
             steps.append(record)
             snap, exception = result.snapshot, result.exception
             if self.on_step:
                 self.on_step(snap, record)
-            await self._after(graph, plan, result)
+            await self.after(graph, plan, result)
+        return RunResult.from_snapshot(snap, steps, exception)
+
+    async def advance(
+        self, graph: Graph, snap: RunSnapshot, worker: str = "local"
+    ) -> tuple[StepPlan, StepResult, dict[str, Any]]:
+        """Take one step from `snap`: plan, do its I/O, complete it; with its transcript record."""
+        started_at, started = utcnow().isoformat(), time.perf_counter()
+        plan = engine.prepare(graph, snap, utcnow())
+        result = await self._step(graph, snap, plan)
+        record = {
+            **result.event.model_dump(),
+            "started_at": started_at,
+            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+            "worker": worker,
+        }
+        return plan, result, record
+
+    async def after(self, graph: Graph, plan: StepPlan, result: StepResult) -> None:
+        """Fire the hooks that follow a committed step, and `graph_completed` at the end."""
+        await self._after(graph, plan, result)
+        await self.completed(graph, result.snapshot)
+
+    async def completed(self, graph: Graph, snap: RunSnapshot) -> None:
+        """Fire the `graph_completed` hooks when `snap` has finished."""
         if snap.status.finished:
             await self._hooks(
                 graph,
@@ -118,7 +136,6 @@ class LocalRunner:
                 status=snap.status.value,
                 error=snap.error,
             )
-        return RunResult.from_snapshot(snap, steps, exception)
 
     async def _after(self, graph: Graph, plan: StepPlan, result: StepResult) -> None:
         snap = result.snapshot

@@ -1,0 +1,175 @@
+"""The Python client of a graphrunner cluster: submit runs, wait for them, read them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from graphrunner import engine
+from graphrunner.cluster.app import Runtime
+from graphrunner.cluster.messages import check_run_id
+from graphrunner.engine import RunSnapshot, RunStatus
+from graphrunner.errors import GraphrunnerError
+from graphrunner.graph import Graph
+from graphrunner.loading import load_graph
+from graphrunner.results import RunResult
+from graphrunner.settings import Settings
+from graphrunner.store import RunSummary
+
+WAIT_SLICE_MS = 1000
+SETTLED = {RunStatus.PAUSED} | set(engine.RunStatus) - {RunStatus.PENDING, RunStatus.RUNNING}
+
+
+class RunNotFound(GraphrunnerError):
+    """No run with that id exists."""
+
+
+class RunConflict(GraphrunnerError):
+    """A run with that id exists with another graph, inputs or capabilities."""
+
+
+class WaitTimeout(GraphrunnerError):
+    """A run did not settle within the time given to `wait`."""
+
+
+def fingerprint(graph: Graph, inputs: Mapping[str, Any], capabilities: Sequence[str]) -> str:
+    """What makes two submits with one run id the same run: graph version, inputs, capabilities."""
+    body = json.dumps([graph.content_hash, inputs, list(capabilities)], sort_keys=True, default=str)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+class Client:
+    """Submits runs to, and reads runs from, the Redis a cluster of workers uses."""
+
+    def __init__(
+        self,
+        redis_url: str | None = None,
+        *,
+        broker_url: str | None = None,
+        settings: Settings | None = None,
+        retry_seconds: float = 5.0,
+    ) -> None:
+        settings = settings or Settings.from_env()
+        if redis_url:
+            settings = settings.with_redis(redis_url)
+        if broker_url:
+            settings = Settings(**{**settings.__dict__, "broker_url": broker_url})
+        self.settings = settings
+        self.runtime = Runtime(settings, store_retry_seconds=retry_seconds)
+        self.store = self.runtime.store
+
+    @classmethod
+    def from_env(cls) -> Client:
+        """A client configured from `GRAPHRUNNER_*` environment variables."""
+        return cls()
+
+    def submit(
+        self,
+        graph: str | Path | Graph,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        capabilities: Sequence[str] | None = None,
+    ) -> RunHandle:
+        """Start a run of `graph` (a Graph, a file or a graph id); the same run id starts one run."""
+        loaded = graph if isinstance(graph, Graph) else load_graph(graph, settings=self.settings)
+        run_id = check_run_id(run_id) if run_id is not None else uuid.uuid4().hex
+        caps = tuple(capabilities) if capabilities is not None else ("*",)
+        snap = engine.begin(loaded, inputs, run_id=run_id, capabilities=caps)
+        self.runtime.executor.graphs.put(loaded)
+        created = self.store.create_run(snap, fingerprint(loaded, snap.inputs, caps))
+        if not created.created and created.existing_fingerprint != fingerprint(loaded, snap.inputs, caps):
+            raise RunConflict(
+                f"run {run_id} already exists with another graph version, inputs or capabilities"
+            )
+        existing = snap if created.created else self.store.load_run(run_id)
+        if existing is not None and existing.status is RunStatus.RUNNING and existing.step == 0:
+            self.runtime.enqueue(existing, loaded)
+        return RunHandle(self, run_id)
+
+    def run(self, run_id: str) -> RunHandle:
+        """A handle on an existing run; raises `RunNotFound`."""
+        handle = RunHandle(self, check_run_id(run_id))
+        handle.snapshot()
+        return handle
+
+    def list_runs(
+        self, graph_id: str | None = None, status: str | None = None, limit: int = 50, offset: int = 0
+    ) -> list[RunSummary]:
+        """Runs newest first, by graph id and/or status."""
+        if status is not None and status not in {s.value for s in RunStatus}:
+            raise GraphrunnerError(
+                f"unknown status {status!r}; use one of {', '.join(s.value for s in RunStatus)}"
+            )
+        return list(self.store.list_runs(graph_id=graph_id, status=status, limit=limit, offset=offset))
+
+
+class RunHandle:
+    """One run: read it, follow its steps, wait for it."""
+
+    def __init__(self, client: Client, run_id: str) -> None:
+        self.client = client
+        self.id = run_id
+
+    def __repr__(self) -> str:
+        return f"RunHandle({self.id!r})"
+
+    def snapshot(self) -> RunSnapshot:
+        """The run's current snapshot; raises `RunNotFound`."""
+        snap = self.client.store.load_run(self.id)
+        if snap is None:
+            raise RunNotFound(f"no run with id {self.id!r}")
+        return snap
+
+    def status(self) -> str:
+        """The run's status: pending, running, paused, completed, ..."""
+        return self.snapshot().status.value
+
+    def state(self) -> dict[str, Any]:
+        """The run's current state."""
+        return dict(self.snapshot().state)
+
+    def steps(self) -> list[dict[str, Any]]:
+        """The transcript: one record per step taken."""
+        return [e.record for e in self.client.store.steps(self.id)]
+
+    def result(self) -> RunResult:
+        """The run as a `RunResult`, whether or not it has finished."""
+        return RunResult.from_snapshot(self.snapshot(), self.steps())
+
+    def follow(self, timeout: float | None = None) -> Iterator[dict[str, Any]]:
+        """Yield transcript records as they are committed, until the run settles."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last = "0-0"
+        while True:
+            settled = self.snapshot().status in SETTLED
+            block = 0 if settled else _slice(deadline)
+            entries = (
+                self.client.store.steps(self.id, last)
+                if settled
+                else (self.client.store.wait_steps(self.id, last, block))
+            )
+            for entry in entries:
+                last = entry.id
+                yield entry.record
+            if settled:
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(f"run {self.id} did not finish within {timeout:g}s")
+
+    def wait(self, timeout: float | None = None) -> RunResult:
+        """Block until the run finishes or pauses (following its transcript, not polling)."""
+        for _ in self.follow(timeout):
+            pass
+        return self.result()
+
+
+def _slice(deadline: float | None) -> int:
+    if deadline is None:
+        return WAIT_SLICE_MS
+    return max(1, min(WAIT_SLICE_MS, int((deadline - time.monotonic()) * 1000)))

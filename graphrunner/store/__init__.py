@@ -1,0 +1,6 @@
+"""Storage of runs: the `Store` interface and its Redis implementation."""
+
+from graphrunner.store.base import Committed, Created, RunSummary, StepEntry, Store
+from graphrunner.store.redis_store import RedisStore, StoreUnavailable
+
+__all__ = ["Committed", "Created", "RedisStore", "RunSummary", "StepEntry", "Store", "StoreUnavailable"]

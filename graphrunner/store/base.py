@@ -1,0 +1,68 @@
+"""The store interface: where runs, their state, transcripts and graph definitions live."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from graphrunner.engine import RunSnapshot
+
+
+@dataclass(frozen=True)
+class Created:
+    """The result of `create_run`: created, or the fingerprint of the run already there."""
+
+    created: bool
+    existing_fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The result of `commit_step`: committed, or fenced off by the run's current step/status."""
+
+    committed: bool
+    current_step: int | None = None
+    current_status: str | None = None
+
+
+@dataclass(frozen=True)
+class StepEntry:
+    """One transcript record and its stream position."""
+
+    id: str
+    record: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run as listed: id, graph, status, step and timestamps (ms)."""
+
+    run_id: str
+    graph_id: str
+    status: str
+    step: int
+    created_at: int
+    updated_at: int
+
+
+class Store(Protocol):
+    """Storage for runs; the Redis implementation is `RedisStore`."""
+
+    def save_graph(self, content_hash: str, definition: dict[str, Any]) -> None: ...
+
+    def load_graph(self, content_hash: str) -> dict[str, Any] | None: ...
+
+    def create_run(self, snap: RunSnapshot, fingerprint: str) -> Created: ...
+
+    def load_run(self, run_id: str) -> RunSnapshot | None: ...
+
+    def commit_step(self, expected_step: int, snap: RunSnapshot, record: dict[str, Any]) -> Committed: ...
+
+    def steps(self, run_id: str, after: str = "-", count: int | None = None) -> list[StepEntry]: ...
+
+    def wait_steps(self, run_id: str, after: str, block_ms: int) -> list[StepEntry]: ...
+
+    def list_runs(
+        self, graph_id: str | None = None, status: str | None = None, limit: int = 50, offset: int = 0
+    ) -> Sequence[RunSummary]: ...

@@ -1,0 +1,39 @@
+"""Every Redis key graphrunner uses, built here and nowhere else.
+
+The keys of one run share the hash tag `{run_id}`, so a run lives on one Redis Cluster
+slot and its Lua scripts touch one slot only. Indexes and graph definitions are global.
+"""
+
+from __future__ import annotations
+
+PREFIX = "gr"
+
+
+def run(run_id: str) -> str:
+    """Hash: the run record (snapshot, state, status, step, timestamps)."""
+    return f"{PREFIX}:run:{{{run_id}}}"
+
+
+def steps(run_id: str) -> str:
+    """Stream: the run's transcript, one entry per committed step (field `r`, JSON)."""
+    return f"{PREFIX}:run:{{{run_id}}}:steps"
+
+
+def graph(content_hash: str) -> str:
+    """String: a graph definition (JSON `{text, file, id}`), stored once per content hash."""
+    return f"{PREFIX}:graph:{content_hash}"
+
+
+def index_all() -> str:
+    """Sorted set: every run id, scored by creation time (ms)."""
+    return f"{PREFIX}:idx:runs"
+
+
+def index_graph(graph_id: str) -> str:
+    """Sorted set: the runs of one graph id, scored by creation time (ms)."""
+    return f"{PREFIX}:idx:graph:{graph_id}"
+
+
+def index_status(status: str) -> str:
+    """Sorted set: the runs in one status, scored by creation time (ms)."""
+    return f"{PREFIX}:idx:status:{status}"

@@ -1,0 +1,216 @@
+"""`RedisStore`: runs, state, transcripts, indexes and graph definitions in Redis.
+
+Per step a worker makes two store round trips: `load_run` (one HMGET) and
+`commit_step` (one EVALSHA, fenced). Index updates happen only when a run's status
+changes. Connection errors are retried with backoff, then raised as `StoreUnavailable`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from importlib import resources
+from typing import Any, TypeVar
+
+import redis
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from graphrunner.engine import RunSnapshot
+from graphrunner.errors import GraphrunnerError
+from graphrunner.store import keys
+from graphrunner.store.base import Committed, Created, RunSummary, StepEntry
+
+T = TypeVar("T")
+CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+
+
+class StoreUnavailable(GraphrunnerError):
+    """Redis could not be reached within the retry budget."""
+
+
+def _script(name: str) -> str:
+    return resources.files("graphrunner.store").joinpath("lua", name).read_text(encoding="utf-8")
+
+
+def now_ms() -> int:
+    """Milliseconds since the epoch."""
+    return int(time.time() * 1000)
+
+
+class RedisStore:
+    """The Redis implementation of `Store`."""
+
+    def __init__(self, client: redis.Redis, *, retry_seconds: float = 30.0, url: str = "") -> None:
+        # redis-py types replies as bytes | str even with decode_responses=True: treat them as Any here
+        self.redis: Any = client
+        self.url = url
+        self.retry_seconds = retry_seconds
+        self._create = client.register_script(_script("create_run.lua"))
+        self._commit = client.register_script(_script("commit_step.lua"))
+
+    @classmethod
+    def from_url(cls, url: str, *, retry_seconds: float = 30.0) -> RedisStore:
+        """A store for `redis://...`; sockets time out so a dead server is noticed quickly."""
+        client = redis.Redis.from_url(
+            url, decode_responses=True, socket_connect_timeout=2, socket_timeout=15, health_check_interval=30
+        )
+        return cls(client, retry_seconds=retry_seconds, url=url)
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        """Run one Redis operation, retrying connection errors with exponential backoff."""
+        retrying = Retrying(
+            retry=retry_if_exception_type(CONNECTION_ERRORS),
+            wait=wait_exponential(multiplier=0.1, max=2),
+            stop=stop_after_delay(self.retry_seconds),
+            reraise=True,
+        )
+        try:
+            return retrying(fn)
+        except CONNECTION_ERRORS as exc:
+            where = f" at {self.url}" if self.url else ""
+            raise StoreUnavailable(f"cannot reach Redis{where}: {exc}") from exc
+
+    def ping(self) -> None:
+        """Raise `StoreUnavailable` unless Redis answers."""
+        self._call(self.redis.ping)
+
+    def save_graph(self, content_hash: str, definition: dict[str, Any]) -> None:
+        """Store a graph definition once per content hash."""
+        self._call(lambda: self.redis.set(keys.graph(content_hash), json.dumps(definition), nx=True))
+
+    def load_graph(self, content_hash: str) -> dict[str, Any] | None:
+        """The stored definition for a content hash."""
+        raw = self._call(lambda: self.redis.get(keys.graph(content_hash)))
+        return json.loads(raw) if raw else None
+
+    def create_run(self, snap: RunSnapshot, fingerprint: str) -> Created:
+        """Create the run unless its id exists; index it when created."""
+        created_at = now_ms()
+        args = [
+            fingerprint,
+            snap.status.value,
+            snap.step,
+            _meta(snap),
+            json.dumps(snap.state),
+            snap.graph_id,
+            created_at,
+        ]
+        reply = self._call(
+            lambda: self._create(keys=[keys.run(snap.run_id), keys.steps(snap.run_id)], args=args)
+        )
+        if int(reply[0]) == 0:
+            return Created(False, str(reply[1]))
+        self._index(snap.run_id, snap.graph_id, None, snap.status.value, created_at)
+        return Created(True)
+
+    def load_run(self, run_id: str) -> RunSnapshot | None:
+        """The run's snapshot with its state, or None for an unknown run."""
+        meta, state = self._call(lambda: self.redis.hmget(keys.run(run_id), "snapshot", "state"))
+        if meta is None:
+            return None
+        return RunSnapshot.model_validate({**json.loads(meta), "state": json.loads(state or "{}")})
+
+    def commit_step(self, expected_step: int, snap: RunSnapshot, record: dict[str, Any]) -> Committed:
+        """Write the new snapshot and its transcript record, only if the run is still at `expected_step`."""
+        args = [
+            expected_step,
+            snap.step,
+            snap.status.value,
+            _meta(snap),
+            json.dumps(snap.state),
+            json.dumps(record, default=str),
+            now_ms(),
+        ]
+        reply = self._call(
+            lambda: self._commit(keys=[keys.run(snap.run_id), keys.steps(snap.run_id)], args=args)
+        )
+        if int(reply[0]) == 0:
+            step = int(reply[1]) if reply[1] not in ("", None) else None
+            return Committed(False, step, str(reply[2]) or None)
+        if snap.status.value != "running":
+            self._restatus(snap.run_id, "running", snap.status.value)
+        return Committed(True)
+
+    def _index(self, run_id: str, graph_id: str, old: str | None, new: str, score: int) -> None:
+        def write() -> None:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.zadd(keys.index_all(), {run_id: score})
+            pipe.zadd(keys.index_graph(graph_id), {run_id: score})
+            if old:
+                pipe.zrem(keys.index_status(old), run_id)
+            pipe.zadd(keys.index_status(new), {run_id: score})
+            pipe.execute()
+
+        self._call(write)
+
+    def _restatus(self, run_id: str, old: str, new: str) -> None:
+        created, graph_id = self._call(lambda: self.redis.hmget(keys.run(run_id), "created_at", "graph_id"))
+        self._index(run_id, graph_id or "", old, new, int(created or 0))
+
+    def steps(self, run_id: str, after: str = "-", count: int | None = None) -> list[StepEntry]:
+        """Transcript records after stream id `after` (exclusive; `-` for all)."""
+        start = "-" if after == "-" else f"({after}"
+        entries = self._call(lambda: self.redis.xrange(keys.steps(run_id), min=start, count=count))
+        return [_entry(i, fields) for i, fields in entries]
+
+    def wait_steps(self, run_id: str, after: str, block_ms: int) -> list[StepEntry]:
+        """Block up to `block_ms` for transcript records after `after` (`0` for all)."""
+        reply = self._call(lambda: self.redis.xread({keys.steps(run_id): after}, block=block_ms))
+        return [_entry(i, fields) for _, entries in (reply or []) for i, fields in entries]
+
+    def run_fields(self, run_id: str) -> dict[str, str]:
+        """The raw record fields of a run (status, step, graph_id, timestamps)."""
+        fields = ("status", "step", "graph_id", "created_at", "updated_at", "fingerprint")
+        values = self._call(lambda: self.redis.hmget(keys.run(run_id), *fields))
+        return {k: v for k, v in zip(fields, values, strict=True) if v is not None}
+
+    def list_runs(
+        self, graph_id: str | None = None, status: str | None = None, limit: int = 50, offset: int = 0
+    ) -> Sequence[RunSummary]:
+        """Runs newest first, filtered by graph id and/or status."""
+        index = (
+            keys.index_graph(graph_id)
+            if graph_id
+            else keys.index_status(status)
+            if status
+            else keys.index_all()
+        )
+        ids: list[str] = []
+        start = offset
+        while len(ids) < limit:
+            batch = self._page(index, start, limit * 2)
+            if not batch:
+                break
+            start += len(batch)
+            ids += [r for r in batch if not (graph_id and status) or self._status(r) == status]
+        return [s for s in (self._summary(r) for r in ids[:limit]) if s is not None]
+
+    def _page(self, index: str, start: int, size: int) -> list[str]:
+        page: list[str] = self._call(lambda: self.redis.zrevrange(index, start, start + size - 1))
+        return page
+
+    def _status(self, run_id: str) -> str | None:
+        value: str | None = self._call(lambda: self.redis.hget(keys.run(run_id), "status"))
+        return value
+
+    def _summary(self, run_id: str) -> RunSummary | None:
+        f = self.run_fields(run_id)
+        if not f:
+            return None
+        return RunSummary(
+            run_id,
+            f.get("graph_id", ""),
+            f.get("status", ""),
+            int(f.get("step", 0)),
+            int(f.get("created_at", 0)),
+            int(f.get("updated_at", 0)),
+        )
+
+
+def _meta(snap: RunSnapshot) -> str:
+    return snap.model_dump_json(exclude={"state"})
+
+
+def _entry(stream_id: str, fields: dict[str, str]) -> StepEntry:
+    return StepEntry(stream_id, json.loads(fields.get("r", "{}")))
