@@ -8,6 +8,7 @@ from graphrunner import __version__
 from graphrunner.cli.run import run
 from graphrunner.cli.schema import schema
 from graphrunner.cli.validate import validate
+from graphrunner.cli.worker import flower, worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,5 +24,7 @@ def main() -> None:
 main.add_command(run)
 main.add_command(validate)
 main.add_command(schema)
+main.add_command(worker)
+main.add_command(flower)
 
 __all__ = ["main"]

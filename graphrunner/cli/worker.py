@@ -1,0 +1,38 @@
+"""`graphrunner worker [celery worker options]` and `graphrunner flower [flower options]`."""
+
+from __future__ import annotations
+
+import click
+
+from graphrunner.cli.common import USAGE_ERROR, fail, load_settings
+from graphrunner.cluster.app import Runtime
+from graphrunner.errors import ConfigurationError
+
+PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["--help"]}
+
+
+def _runtime() -> Runtime:
+    try:
+        return Runtime(load_settings())
+    except ConfigurationError as exc:
+        fail(f"{exc}: point it at the Redis the cluster uses (e.g. redis://localhost:6379/0)", USAGE_ERROR)
+
+
+@click.command("worker", context_settings=PASS_THROUGH)
+@click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
+def worker(celery_args: tuple[str, ...]) -> None:
+    """Run a Celery worker for the configured Redis (GRAPHRUNNER_REDIS_URL).
+
+    Every option is passed to `celery worker`, e.g. `graphrunner worker -c 4 -Q graphrunner,cpu`.
+    The worker consumes the default queue (GRAPHRUNNER_QUEUE, `graphrunner`) unless -Q says otherwise.
+    """
+    runtime = _runtime()
+    runtime.app.worker_main(["worker", "--loglevel=INFO", *celery_args])
+
+
+@click.command("flower", context_settings=PASS_THROUGH)
+@click.argument("flower_args", nargs=-1, type=click.UNPROCESSED)
+def flower(flower_args: tuple[str, ...]) -> None:
+    """Run Flower against the configured broker; options go to Flower (e.g. --basic-auth=user:pass)."""
+    runtime = _runtime()
+    runtime.app.start(["flower", *flower_args])
