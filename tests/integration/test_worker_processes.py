@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from workers import WorkerProcess
+from worker_procs import WorkerProcess
 
 from graphrunner import parse_graph
 from graphrunner.client import Client
@@ -108,3 +108,27 @@ def test_a_worker_killed_mid_step_and_the_run_completes_exactly_once(
     finally:
         for worker in workers:
             worker.stop()
+
+
+def test_a_redis_restart_mid_step_loses_nothing(worker_env: dict[str, Any], tmp_path: Path) -> None:
+    with EmbeddedRedis(appendonly=True) as redis_server:
+        env = {**worker_env, "GRAPHRUNNER_REDIS_URL": redis_server.url}
+        workers = start_workers(1, env, tmp_path)
+        try:
+            client = Client(redis_server.url, retry_seconds=30)
+            graph = parse_graph(
+                textwrap.dedent(CRASH).replace("MARKER", str(tmp_path)).replace("seconds: 4", "seconds: 2")
+            )
+            run = client.submit(graph)
+            calls = tmp_path / "calls"
+            deadline = time.monotonic() + 30
+            while not calls.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            redis_server.restart()  # while the slow step runs; its commit must wait for Redis
+            result = run.wait(timeout=90)
+            assert result.status == "completed", result.error
+            assert result.state["log"] == ["a", "slow", "c"]
+            assert [s["step"] for s in result.steps] == [1, 2, 3]
+        finally:
+            for worker in workers:
+                worker.stop()

@@ -17,10 +17,23 @@ class WorkerProcess:
     def __init__(self, name: str, env: dict[str, Any], log_dir: Path, concurrency: int = 1) -> None:
         self.name = name
         self.log = log_dir / f"{name}.log"
-        args = [sys.executable, "-m", "graphrunner", "worker", "-c", str(concurrency), "-n", f"{name}@%h",
-                "--without-mingle", "--without-gossip", "--without-heartbeat"]
+        args = [
+            sys.executable,
+            "-m",
+            "graphrunner",
+            "worker",
+            "-c",
+            str(concurrency),
+            "-n",
+            f"{name}@%h",
+            "--without-mingle",
+            "--without-gossip",
+            "--without-heartbeat",
+        ]
         with self.log.open("w") as out:
-            self.process = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                args, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def wait_ready(self, timeout: float = 30) -> None:
         """Block until the worker logs that it is ready."""
@@ -29,7 +42,9 @@ class WorkerProcess:
             if " ready." in self.log.read_text(errors="replace"):
                 return
             if self.process.poll() is not None:
-                raise RuntimeError(f"worker {self.name} exited: {self.log.read_text(errors='replace')[-2000:]}")
+                raise RuntimeError(
+                    f"worker {self.name} exited: {self.log.read_text(errors='replace')[-2000:]}"
+                )
             time.sleep(0.1)
         raise TimeoutError(f"worker {self.name} not ready after {timeout}s")
 
