@@ -63,6 +63,17 @@ class Client:
         self.runtime = Runtime(settings, store_retry_seconds=retry_seconds)
         self.store = self.runtime.store
 
+    def close(self) -> None:
+        """Release the client's Redis connections (kombu's shared broker pool stays)."""
+        self.runtime.app.close()
+        self.store.redis.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @classmethod
     def from_env(cls) -> Client:
         """A client configured from `GRAPHRUNNER_*` environment variables."""

@@ -82,7 +82,10 @@ class EmbeddedRedis:
             "--logfile",
             str(self.dir / "redis.log"),
         ]
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # its own session: a Ctrl-C meant for the command does not stop Redis under its feet
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
         self._wait_ready(timeout)
         return self
 

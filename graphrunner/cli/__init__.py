@@ -6,6 +6,8 @@ import click
 
 from graphrunner import __version__
 from graphrunner.cli.run import run
+from graphrunner.cli.runs import state, status, steps, submit, wait, watch
+from graphrunner.cli.runs_list import list_runs
 from graphrunner.cli.schema import schema
 from graphrunner.cli.validate import validate
 from graphrunner.cli.worker import flower, worker
@@ -22,6 +24,13 @@ def main() -> None:
 
 
 main.add_command(run)
+main.add_command(submit)
+main.add_command(status)
+main.add_command(wait)
+main.add_command(watch)
+main.add_command(state)
+main.add_command(steps)
+main.add_command(list_runs)
 main.add_command(validate)
 main.add_command(schema)
 main.add_command(worker)

@@ -1,9 +1,10 @@
-"""`graphrunner run GRAPH [-i k=v ...] [--inputs JSON|@file] [--json] [--timeout S]`."""
+"""`graphrunner run GRAPH [-i k=v ...] [--inputs JSON|@file] [--json] [--timeout S] [--local]`."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,12 +19,18 @@ from graphrunner.cli.common import (
     open_graph,
     print_json,
 )
+from graphrunner.cli.connect import reported_errors
 from graphrunner.cli.progress import format_step
+from graphrunner.cli.session import run_session
+from graphrunner.client import RunHandle, WaitTimeout
 from graphrunner.engine import RunSnapshot
 from graphrunner.errors import GraphNotFound, GraphrunnerError, GraphValidationError, StateValidationError
 from graphrunner.graph import Graph
 from graphrunner.results import RunResult
 from graphrunner.runner.local import StepObserver
+from graphrunner.settings import Settings
+
+INTERRUPTED = 130
 
 
 @click.command("run")
@@ -34,7 +41,17 @@ from graphrunner.runner.local import StepObserver
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     metavar="S",
-    help="Give up when the whole run takes longer than S seconds.",
+    help="Stop waiting when the run takes longer than S seconds (on a cluster the run keeps going).",
+)
+@click.option(
+    "--local",
+    is_flag=True,
+    help="With GRAPHRUNNER_REDIS_URL set, also run a worker in this process while waiting.",
+)
+@click.option(
+    "--in-process",
+    is_flag=True,
+    help="Run in this process with the in-process runner: no Redis, no Celery, nothing stored.",
 )
 def run(
     graph_ref: str,
@@ -42,16 +59,30 @@ def run(
     inputs_json: dict[str, Any],
     as_json: bool,
     timeout: float | None,
+    local: bool,
+    in_process: bool,
 ) -> None:
     """Run a graph to the end and print its result.
 
+    With GRAPHRUNNER_REDIS_URL set, the run is submitted to that Redis and the cluster's workers
+    run it (--local adds a worker in this process). Without it, an embedded Redis and an
+    in-process worker are started for the run and stopped afterwards. --in-process skips Redis
+    and Celery altogether.
+
     Progress lines go to stderr (GRAPHRUNNER_QUIET=1 silences them); stdout carries only the result.
+    Exit 0 completed (with or without suppressed errors), 1 failed, cancelled or timed out,
+    2 invalid graph or inputs.
     """
+    if local and in_process:
+        fail("--local and --in-process cannot be combined", USAGE_ERROR)
     settings = load_settings()
     inputs = merge_inputs(inputs_json, input_pairs)
     graph = open_graph(graph_ref, settings)
-    observer = None if settings.quiet else progress_printer()
-    result = execute(graph, inputs, observer, timeout)
+    if in_process:
+        observer = None if settings.quiet else progress_printer()
+        result = execute(graph, inputs, observer, timeout)
+    else:
+        result = run_on_cluster(graph, inputs, settings, local=local, timeout=timeout)
     if as_json:
         print_json(result.to_dict())
     else:
@@ -59,10 +90,52 @@ def run(
     raise click.exceptions.Exit(0 if result.ok else 1)
 
 
+def run_on_cluster(
+    graph: Graph, inputs: Mapping[str, Any], settings: Settings, *, local: bool, timeout: float | None
+) -> RunResult:
+    """Submit the run, print its progress until it settles, and return its result."""
+    try:
+        with reported_errors(), run_session(settings, graph, local=local) as session:
+            handle = session.client.submit(graph, inputs, run_id=uuid.uuid4().hex)
+            return await_result(handle, graph.id, timeout, quiet=settings.quiet, embedded=session.embedded)
+    except KeyboardInterrupt:
+        fail("interrupted", INTERRUPTED)
+
+
+def await_result(
+    handle: RunHandle, graph_id: str, timeout: float | None, *, quiet: bool, embedded: bool
+) -> RunResult:
+    """Print one progress line on stderr per step until the run settles; then its result."""
+    try:
+        for record in handle.follow(timeout):
+            if not quiet:
+                click.echo(format_step(graph_id, record), err=True)
+    except WaitTimeout:
+        fail(timed_out(handle.id, timeout, embedded), 1)
+    except KeyboardInterrupt:
+        fail(interrupted(handle.id, embedded), INTERRUPTED)
+    return handle.result()
+
+
+def timed_out(run_id: str, timeout: float | None, embedded: bool) -> str:
+    """The `--timeout` message: where the run is left."""
+    head = f"run {run_id} timed out after {timeout or 0:g}s (--timeout)"
+    if embedded:
+        return f"{head}; it was abandoned with the embedded Redis (set GRAPHRUNNER_REDIS_URL to keep runs)"
+    return f"{head}; it keeps running on the cluster: graphrunner wait {run_id}"
+
+
+def interrupted(run_id: str, embedded: bool) -> str:
+    """The Ctrl-C message: where the run is left."""
+    if embedded:
+        return f"interrupted; stopping the embedded worker and Redis (run {run_id} is abandoned)"
+    return f"interrupted; run {run_id} keeps running on the cluster: graphrunner watch {run_id}"
+
+
 def execute(
     graph: Graph, inputs: Mapping[str, Any], observer: StepObserver | None, timeout: float | None
 ) -> RunResult:
-    """Run the graph; user errors print `error: ...` and exit (2 for bad inputs, else 1)."""
+    """Run the graph in-process; user errors print `error: ...` and exit (2 for bad inputs, else 1)."""
     try:
         return run_graph(graph, inputs, observer, timeout)
     except TimeoutError:
@@ -77,7 +150,7 @@ def execute(
 def run_graph(
     graph: Graph, inputs: Mapping[str, Any], observer: StepObserver | None, timeout: float | None
 ) -> RunResult:
-    """The one runner call: the in-process runner for now, bounded by `timeout` seconds."""
+    """The in-process runner, bounded by `timeout` seconds."""
     return asyncio.run(asyncio.wait_for(graph.invoke(inputs, on_step=observer), timeout))
 
 

@@ -47,13 +47,26 @@ class StepExecutor:
         self.graphs = GraphCache(store)
         self.runner = runner or LocalRunner()
         self._local = threading.local()
+        self._loops: list[asyncio.AbstractEventLoop] = []
+        self._lock = threading.Lock()
 
     def _run(self, coro: Any) -> Any:
         """Run a coroutine on this thread's own event loop (kept between steps)."""
         loop = getattr(self._local, "loop", None)
         if loop is None or loop.is_closed():
             loop = self._local.loop = asyncio.new_event_loop()
+            with self._lock:
+                self._loops.append(loop)
         return loop.run_until_complete(coro)
+
+    def close(self) -> None:
+        """Close the event loops of the threads that took steps (when the worker stops)."""
+        with self._lock:
+            loops, self._loops = self._loops, []
+        for loop in loops:
+            if not loop.is_running() and not loop.is_closed():
+                loop.run_until_complete(loop.shutdown_default_executor())
+                loop.close()
 
     def execute(self, msg: StepMessage) -> StepReport:
         """Take the step `msg` names, unless the run has moved on."""

@@ -24,4 +24,7 @@ def local_worker(runtime: Runtime, *, concurrency: int = 2, queues: Sequence[str
         shutdown_timeout=30.0,
         queues=list(dict.fromkeys(wanted)),
     ) as worker:
-        yield worker
+        try:
+            yield worker
+        finally:
+            runtime.executor.close()

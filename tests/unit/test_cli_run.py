@@ -91,8 +91,8 @@ def _loud(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Result:
-    """Invoke `graphrunner run ARGS` in-process."""
-    return CliRunner().invoke(main, ["run", *args], env=env)
+    """Invoke `graphrunner run --in-process ARGS` in this process (no Redis, no worker)."""
+    return CliRunner().invoke(main, ["run", "--in-process", *args], env=env)
 
 
 def test_run_prints_the_result_json(tmp_path: Path) -> None:
@@ -252,7 +252,7 @@ def test_console_script(tmp_path: Path) -> None:
     path = str(write(tmp_path, "hello.yaml", HELLO))
     env = {k: v for k, v in os.environ.items() if k != "GRAPHRUNNER_QUIET"}
     env["PYTHONIOENCODING"] = "utf-8"
-    command = [sys.executable, "-m", "graphrunner", "run", path, "-i", "name=Ada", "--json"]
+    command = [sys.executable, "-m", "graphrunner", "run", "--in-process", path, "-i", "name=Ada", "--json"]
     proc = subprocess.run(command, capture_output=True, encoding="utf-8", env=env, check=False)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["path"] == ["greet", "done"]

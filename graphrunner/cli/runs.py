@@ -1,0 +1,149 @@
+"""Commands on the runs of a cluster: `submit`, `status`, `wait`, `watch`, `state` and `steps`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from graphrunner.cli.common import input_options, merge_inputs, open_graph, plural, print_json
+from graphrunner.cli.connect import cluster_client, cluster_settings, reported_errors
+from graphrunner.cli.progress import format_step
+from graphrunner.cli.run import describe_error, human_summary
+from graphrunner.cli.runs_list import iso_time
+from graphrunner.client import Client, WaitTimeout
+from graphrunner.cluster.messages import check_run_id
+from graphrunner.results import RunResult
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+timeout_option = click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="S",
+    help="Give up waiting after S seconds (the run keeps going).",
+)
+
+
+@click.command("submit")
+@click.argument("graph_ref", metavar="GRAPH")
+@input_options
+@click.option(
+    "--run-id", metavar="ID", help="Your own run id; submitting the same id again starts no new run."
+)
+@click.option("--json", "as_json", is_flag=True, help='Print {"run_id": ...}.')
+def submit(
+    graph_ref: str,
+    input_pairs: dict[str, Any],
+    inputs_json: dict[str, Any],
+    run_id: str | None,
+    as_json: bool,
+) -> None:
+    """Enqueue a run of GRAPH on the cluster and print its run id at once."""
+    settings = cluster_settings()
+    with reported_errors():
+        if run_id is not None:
+            check_run_id(run_id)
+        graph = open_graph(graph_ref, settings)
+        with cluster_client(settings) as client:
+            handle = client.submit(graph, merge_inputs(inputs_json, input_pairs), run_id=run_id)
+    if as_json:
+        print_json({"run_id": handle.id})
+    else:
+        click.echo(handle.id)
+
+
+@click.command("status")
+@click.argument("run_id", metavar="RUN")
+@json_option
+def status(run_id: str, as_json: bool) -> None:
+    """Show a run as it is now (--json: the result object, as `run --json` prints it)."""
+    with reported_errors(), cluster_client() as client:
+        handle = client.run(run_id)
+        result = handle.result()
+        fields = client.store.run_fields(handle.id)
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        click.echo(status_lines(result, fields))
+
+
+def status_lines(result: RunResult, fields: dict[str, str]) -> str:
+    """`run:`, `graph:`, `status:`, `node:`, `steps:`, `path:`, times and the error, one per line."""
+    node = result.snapshot.node if result.snapshot is not None else None
+    lines = [f"run: {result.run_id}", f"graph: {result.graph_id}", f"status: {result.status}"]
+    if node and result.status in ("pending", "running", "paused"):
+        lines.append(f"node: {node}")
+    lines += [f"steps: {result.step_count}", f"path: {' -> '.join(result.path) or '(none)'}"]
+    for name in ("created", "updated"):
+        if f"{name}_at" in fields:
+            lines.append(f"{name}: {iso_time(int(fields[f'{name}_at']))}")
+    if result.errors_suppressed:
+        lines.append(f"suppressed errors: {result.errors_suppressed}")
+    if result.error:
+        lines.append(f"error: {describe_error(result.error)}")
+    return "\n".join(lines)
+
+
+@click.command("wait")
+@click.argument("run_id", metavar="RUN")
+@timeout_option
+@json_option
+def wait(run_id: str, timeout: float | None, as_json: bool) -> None:
+    """Block until a run finishes or pauses, then print its result (exit codes as `run`)."""
+    with reported_errors(), cluster_client() as client:
+        result = settle(client, run_id, timeout, lambda _: None)
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        click.echo(human_summary(result))
+    raise click.exceptions.Exit(0 if result.ok else 1)
+
+
+@click.command("watch")
+@click.argument("run_id", metavar="RUN")
+@timeout_option
+def watch(run_id: str, timeout: float | None) -> None:
+    """Stream a run's steps, past and new, as progress lines on stdout; then its final status."""
+    with reported_errors(), cluster_client() as client:
+        graph_id = client.run(run_id).snapshot().graph_id
+        result = settle(client, run_id, timeout, lambda r: click.echo(format_step(graph_id, r)))
+    click.echo(f"run {result.run_id} {result.status} ({plural(result.step_count, 'step')})")
+    raise click.exceptions.Exit(0 if result.ok else 1)
+
+
+def settle(
+    client: Client, run_id: str, timeout: float | None, each: Callable[[dict[str, Any]], None]
+) -> RunResult:
+    """Follow the run until it settles, calling `each` on every record; `WaitTimeout` names the run."""
+    handle = client.run(run_id)
+    try:
+        for record in handle.follow(timeout):
+            each(record)
+    except WaitTimeout as exc:
+        raise WaitTimeout(f"{exc}; it keeps running: graphrunner wait {handle.id}") from None
+    return handle.result()
+
+
+@click.command("state")
+@click.argument("run_id", metavar="RUN")
+def state(run_id: str) -> None:
+    """Print a run's current state as JSON."""
+    with reported_errors(), cluster_client() as client:
+        data = client.run(run_id).state()
+    print_json(data)
+
+
+@click.command("steps")
+@click.argument("run_id", metavar="RUN")
+@json_option
+def steps(run_id: str, as_json: bool) -> None:
+    """Print a run's transcript: one progress line per step (--json: the records)."""
+    with reported_errors(), cluster_client() as client:
+        handle = client.run(run_id)
+        records, graph_id = handle.steps(), handle.snapshot().graph_id
+    if as_json:
+        print_json(records)
+        return
+    for record in records:
+        click.echo(format_step(graph_id, record))
