@@ -132,7 +132,7 @@ class RunHandle:
 
     def snapshot(self) -> RunSnapshot:
         """The run's current snapshot; raises `RunNotFound`."""
-        snap = self.client.store.load_run(self.id)
+        snap = self.client.store.load_run(self.id, with_path=True)
         if snap is None:
             raise RunNotFound(f"no run with id {self.id!r}")
         return snap

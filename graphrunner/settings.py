@@ -29,6 +29,7 @@ class Settings:
     queue: str = "graphrunner"
     visibility_timeout: int = 3600
     prefetch: int = 1
+    task_events: bool = False
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -43,6 +44,7 @@ class Settings:
             queue=os.environ.get("GRAPHRUNNER_QUEUE") or cls.queue,
             visibility_timeout=_int("GRAPHRUNNER_VISIBILITY_TIMEOUT", cls.visibility_timeout),
             prefetch=_int("GRAPHRUNNER_PREFETCH", cls.prefetch),
+            task_events=os.environ.get("GRAPHRUNNER_TASK_EVENTS", "") not in ("", "0", "false"),
         )
 
     def with_redis(self, url: str) -> Settings:

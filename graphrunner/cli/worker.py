@@ -27,7 +27,7 @@ def worker(celery_args: tuple[str, ...]) -> None:
     The worker consumes the default queue (GRAPHRUNNER_QUEUE, `graphrunner`) unless -Q says otherwise.
     """
     runtime = _runtime()
-    runtime.app.worker_main(["worker", "--loglevel=INFO", *celery_args])
+    runtime.app.worker_main(["worker", "--loglevel=WARNING", *celery_args])
 
 
 @click.command("flower", context_settings=PASS_THROUGH)

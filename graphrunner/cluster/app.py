@@ -63,8 +63,8 @@ def create_app(settings: Settings) -> Celery:
         result_backend_transport_options={"visibility_timeout": settings.visibility_timeout},
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
-        worker_send_task_events=True,
-        task_send_sent_event=True,
+        worker_send_task_events=settings.task_events,
+        task_send_sent_event=settings.task_events,
     )
     return app
 
@@ -97,5 +97,12 @@ def _register_step_task(runtime: Runtime) -> None:
             return "bad_message"
         return runtime.executor.execute(msg).outcome
 
-    options = {"name": TASK_NAME, "bind": True, "acks_late": True, "reject_on_worker_lost": True}
+    # shared=False: a second Runtime in one process must not get this runtime's task
+    options = {
+        "name": TASK_NAME,
+        "bind": True,
+        "acks_late": True,
+        "reject_on_worker_lost": True,
+        "shared": False,
+    }
     runtime.app.task(**options, ignore_result=True)(step)

@@ -89,7 +89,8 @@ class StepExecutor:
                 return self._commit_end(graph, snap, failed, msg, "env_missing")
             self._run(self.runner.started(graph, snap))
         plan, result, record = self._run(self.runner.advance(graph, snap, WORKER))
-        committed = self.store.commit_step(msg.step, result.snapshot, record)
+        walked = result.snapshot.path[len(snap.path) :]
+        committed = self.store.commit_step(msg.step, result.snapshot, record, walked)
         if not committed.committed:
             log.info("step %s of run %s was already committed; duplicate dropped", msg.step + 1, msg.run_id)
             return StepReport("duplicate", msg.run_id, msg.step)

@@ -19,6 +19,11 @@ def steps(run_id: str) -> str:
     return f"{PREFIX}:run:{{{run_id}}}:steps"
 
 
+def path(run_id: str) -> str:
+    """List: the executed node names in order, one pushed per committed step."""
+    return f"{PREFIX}:run:{{{run_id}}}:path"
+
+
 def graph(content_hash: str) -> str:
     """String: a graph definition (JSON `{text, file, id}`), stored once per content hash."""
     return f"{PREFIX}:graph:{content_hash}"

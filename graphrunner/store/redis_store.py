@@ -104,15 +104,23 @@ class RedisStore:
         self._index(snap.run_id, snap.graph_id, None, snap.status.value, created_at)
         return Created(True)
 
-    def load_run(self, run_id: str) -> RunSnapshot | None:
-        """The run's snapshot with its state, or None for an unknown run."""
+    def load_run(self, run_id: str, with_path: bool = False) -> RunSnapshot | None:
+        """The run's snapshot with its state (and its path when asked), or None for an unknown run."""
         meta, state = self._call(lambda: self.redis.hmget(keys.run(run_id), "snapshot", "state"))
         if meta is None:
             return None
-        return RunSnapshot.model_validate({**json.loads(meta), "state": json.loads(state or "{}")})
+        walked = self._call(lambda: self.redis.lrange(keys.path(run_id), 0, -1)) if with_path else ()
+        data = {**json.loads(meta), "state": json.loads(state or "{}"), "path": walked}
+        return RunSnapshot.model_validate(data)
 
-    def commit_step(self, expected_step: int, snap: RunSnapshot, record: dict[str, Any]) -> Committed:
-        """Write the new snapshot and its transcript record, only if the run is still at `expected_step`."""
+    def commit_step(
+        self, expected_step: int, snap: RunSnapshot, record: dict[str, Any], walked: Sequence[str] = ()
+    ) -> Committed:
+        """Write the new snapshot, its transcript record and the nodes `walked`, fenced on `expected_step`.
+
+        The snapshot is stored without its path: the path grows with every step, so it is kept
+        in a list the commit appends to, and read back only for results.
+        """
         args = [
             expected_step,
             snap.step,
@@ -121,10 +129,10 @@ class RedisStore:
             json.dumps(snap.state),
             json.dumps(record, default=str),
             now_ms(),
+            *walked,
         ]
-        reply = self._call(
-            lambda: self._commit(keys=[keys.run(snap.run_id), keys.steps(snap.run_id)], args=args)
-        )
+        run_keys = [keys.run(snap.run_id), keys.steps(snap.run_id), keys.path(snap.run_id)]
+        reply = self._call(lambda: self._commit(keys=run_keys, args=args))
         if int(reply[0]) == 0:
             step = int(reply[1]) if reply[1] not in ("", None) else None
             return Committed(False, step, str(reply[2]) or None)
@@ -209,7 +217,7 @@ class RedisStore:
 
 
 def _meta(snap: RunSnapshot) -> str:
-    return snap.model_dump_json(exclude={"state"})
+    return snap.model_dump_json(exclude={"state", "path"})
 
 
 def _entry(stream_id: str, fields: dict[str, str]) -> StepEntry:

@@ -28,8 +28,7 @@ def redis_server() -> Iterator[EmbeddedRedis]:
 @pytest.fixture(scope="session")
 def cluster(redis_server: EmbeddedRedis) -> Iterator[Client]:
     """A client whose runs are executed by a worker in a thread of this process."""
-    client = Client(redis_server.url)
-    with local_worker(client.runtime, concurrency=2, queues=["cpu"]):
+    with Client(redis_server.url) as client, local_worker(client.runtime, concurrency=2, queues=["cpu"]):
         yield client
 
 

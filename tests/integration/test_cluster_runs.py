@@ -172,9 +172,11 @@ def test_a_tool_that_raises_fails_the_run_cleanly(cluster: Client) -> None:
 def test_a_redis_that_does_not_answer_is_a_clear_error_within_seconds() -> None:
     from graphrunner.embedded import free_port
 
-    client = Client(f"redis://127.0.0.1:{free_port()}/0", retry_seconds=2)
     started = time.monotonic()
-    with pytest.raises(StoreUnavailable, match=r"cannot reach Redis at redis://127\.0\.0\.1"):
+    with (
+        Client(f"redis://127.0.0.1:{free_port()}/0", retry_seconds=2) as client,
+        pytest.raises(StoreUnavailable, match=r"cannot reach Redis at redis://127\.0\.0\.1"),
+    ):
         client.submit(GRAPHS / "hello.yaml")
     assert time.monotonic() - started < 10
 

@@ -51,8 +51,8 @@ def test_two_worker_processes_fifty_concurrent_runs(
 ) -> None:
     env = {**worker_env, "GRAPHRUNNER_REDIS_URL": private_redis.url}
     workers = start_workers(2, env, tmp_path, concurrency=2)
+    client = Client(private_redis.url)
     try:
-        client = Client(private_redis.url)
         graph = parse_graph(textwrap.dedent(COUNTER))
         runs = [(k, client.submit(graph, {"k": k})) for k in range(1, 51)]
         for k, run in runs:
@@ -64,6 +64,7 @@ def test_two_worker_processes_fifty_concurrent_runs(
         hosts = {s["worker"] for _, run in runs for s in run.steps()}
         assert len(hosts) >= 2
     finally:
+        client.close()
         for worker in workers:
             worker.stop()
 
@@ -88,8 +89,8 @@ def test_a_worker_killed_mid_step_and_the_run_completes_exactly_once(
 ) -> None:
     env = {**worker_env, "GRAPHRUNNER_REDIS_URL": private_redis.url, "GRAPHRUNNER_VISIBILITY_TIMEOUT": "3"}
     workers = start_workers(2, env, tmp_path)
+    client = Client(private_redis.url)
     try:
-        client = Client(private_redis.url)
         graph = parse_graph(textwrap.dedent(CRASH).replace("MARKER", str(tmp_path)))
         run = client.submit(graph)
         calls = tmp_path / "calls"
@@ -106,6 +107,7 @@ def test_a_worker_killed_mid_step_and_the_run_completes_exactly_once(
         runners = [int(line.split()[0]) for line in calls.read_text().splitlines()]
         assert len(runners) == 2 and not victim.owns(runners[1])  # the step ran again on the survivor
     finally:
+        client.close()
         for worker in workers:
             worker.stop()
 
@@ -114,8 +116,8 @@ def test_a_redis_restart_mid_step_loses_nothing(worker_env: dict[str, Any], tmp_
     with EmbeddedRedis(appendonly=True) as redis_server:
         env = {**worker_env, "GRAPHRUNNER_REDIS_URL": redis_server.url}
         workers = start_workers(1, env, tmp_path)
+        client = Client(redis_server.url, retry_seconds=30)
         try:
-            client = Client(redis_server.url, retry_seconds=30)
             graph = parse_graph(
                 textwrap.dedent(CRASH).replace("MARKER", str(tmp_path)).replace("seconds: 4", "seconds: 2")
             )
@@ -130,5 +132,6 @@ def test_a_redis_restart_mid_step_loses_nothing(worker_env: dict[str, Any], tmp_
             assert result.state["log"] == ["a", "slow", "c"]
             assert [s["step"] for s in result.steps] == [1, 2, 3]
         finally:
+            client.close()
             for worker in workers:
                 worker.stop()

@@ -29,6 +29,7 @@ class WorkerProcess:
             "--without-mingle",
             "--without-gossip",
             "--without-heartbeat",
+            "--loglevel=INFO",
         ]
         with self.log.open("w") as out:
             self.process = subprocess.Popen(
