@@ -87,14 +87,16 @@ class StepExecutor:
             failed = self.runner.preflight(graph, snap)
             if failed is not None:
                 return self._commit_end(graph, snap, failed, msg, "env_missing")
-            self._run(self.runner.started(graph, snap))
+            if graph.hooks:
+                self._run(self.runner.started(graph, snap))
         plan, result, record = self._run(self.runner.advance(graph, snap, WORKER))
         walked = result.snapshot.path[len(snap.path) :]
         committed = self.store.commit_step(msg.step, result.snapshot, record, walked)
         if not committed.committed:
             log.info("step %s of run %s was already committed; duplicate dropped", msg.step + 1, msg.run_id)
             return StepReport("duplicate", msg.run_id, msg.step)
-        self._run(self.runner.after(graph, plan, result))
+        if graph.hooks:
+            self._run(self.runner.after(graph, plan, result))
         if result.snapshot.status is RunStatus.RUNNING:
             self.enqueue(result.snapshot, graph)
         return StepReport("committed", msg.run_id, msg.step)
@@ -116,7 +118,7 @@ class StepExecutor:
     ) -> StepReport:
         error = final.error or {}
         record = {"step": 0, "node": None, "status": "error", "error": error, "worker": WORKER}
-        if self.store.commit_step(msg.step, final, record).committed:
+        if self.store.commit_step(msg.step, final, record).committed and graph.hooks:
             self._run(self.runner.completed(graph, final))
             log.warning("run %s failed before its first step: %s", snap.run_id, why)
         return StepReport("committed", msg.run_id, msg.step)

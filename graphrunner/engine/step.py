@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from graphrunner import namespaces as ns
 from graphrunner.compiled import CompiledNode
 from graphrunner.engine.outcomes import (
     ActionFailure,
@@ -20,7 +21,7 @@ from graphrunner.engine.outcomes import (
     ForeachOutcome,
     Outcome,
 )
-from graphrunner.engine.plan import StepPlan, eval_context
+from graphrunner.engine.plan import StepPlan
 from graphrunner.engine.routing import route
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
 from graphrunner.engine.state import check_state
@@ -54,7 +55,10 @@ class _Step:
     now: datetime
 
     def context(self, state: dict[str, Any], **extra: Any) -> dict[str, Any]:
-        return eval_context(self.snap.model_copy(update={"state": state}), self.now, **extra)
+        """The expression context of this step, over `state`."""
+        return ns.context(
+            state=state, inputs=self.snap.inputs, run=self.snap.run_namespace(), now=self.now, **extra
+        )
 
 
 def complete(graph: Graph, snap: RunSnapshot, plan: StepPlan, outcome: Outcome, now: datetime) -> StepResult:

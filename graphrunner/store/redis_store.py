@@ -58,7 +58,13 @@ class RedisStore:
         return cls(client, retry_seconds=retry_seconds, url=url)
 
     def _call(self, fn: Callable[[], T]) -> T:
-        """Run one Redis operation, retrying connection errors with exponential backoff."""
+        """Run one Redis operation; after a connection error, retry it with exponential backoff."""
+        try:
+            return fn()
+        except CONNECTION_ERRORS:
+            return self._retry(fn)
+
+    def _retry(self, fn: Callable[[], T]) -> T:
         retrying = Retrying(
             retry=retry_if_exception_type(CONNECTION_ERRORS),
             wait=wait_exponential(multiplier=0.1, max=2),
