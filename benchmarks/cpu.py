@@ -1,0 +1,68 @@
+"""CPU time per process role (Redis, worker main process, pool processes, harness), from /proc.
+
+Linux only; elsewhere the probe reports nothing. On a 2-core machine whose cores are saturated,
+CPU time per step, not waiting, is what bounds steps per second.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _stat(pid: str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name, or None if the process is gone."""
+    try:
+        return (PROC / pid / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _seconds(fields: list[str]) -> float:
+    """User plus system CPU seconds of one process."""
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def group_seconds(pgid: int) -> dict[int, float]:
+    """CPU seconds of every live process in process group `pgid`, by pid."""
+    found = {}
+    for entry in PROC.iterdir():
+        fields = _stat(entry.name) if entry.name.isdigit() else None
+        if fields is not None and int(fields[2]) == pgid:
+            found[int(entry.name)] = _seconds(fields)
+    return found
+
+
+@dataclass(frozen=True)
+class CpuProbe:
+    """Reads the CPU seconds used so far by Redis, one worker (main and pool) and this harness."""
+
+    redis_pid: int
+    worker_pid: int
+
+    def read(self) -> dict[str, float]:
+        """CPU seconds by role; empty where /proc is not available."""
+        if not PROC.is_dir():
+            return {}
+        redis = _stat(str(self.redis_pid))
+        group = group_seconds(self.worker_pid)
+        main = group.pop(self.worker_pid, 0.0)
+        times = os.times()
+        return {
+            "redis": _seconds(redis) if redis else 0.0,
+            "worker_main": main,
+            "worker_pool": sum(group.values()),
+            "harness": times.user + times.system,
+        }
+
+
+def per_step(before: dict[str, float], after: dict[str, float], steps: int) -> dict[str, float]:
+    """Microseconds of CPU per step by role, and their total."""
+    used = {role: (after[role] - before[role]) * 1e6 / steps for role in before}
+    return (
+        {**{k: round(v, 1) for k, v in used.items()}, "total": round(sum(used.values()), 1)} if used else {}
+    )

@@ -1,0 +1,58 @@
+"""The graphs graphrunner runs in the benchmark: loops of no-op steps, `inputs.limit` steps long."""
+
+from __future__ import annotations
+
+from graphrunner.graph import Graph
+from graphrunner.loading import parse_graph
+from graphrunner.settings import Settings
+
+MAX_STEPS = 1_000_000
+
+GATE_LOOP = f"""
+id: bench/gate-loop
+version: "1"
+description: A gate that counts and routes back to itself until n reaches the limit
+inputs:
+  limit: {{type: integer, required: true}}
+state:
+  n: {{type: integer, default: 0}}
+config:
+  start: tick
+  max_steps: {MAX_STEPS}
+nodes:
+  tick:
+    type: gate
+    assign: {{n: "${{state.n + 1}}"}}
+    next:
+      - to: tick
+        when: state.n < inputs.limit
+      - to: $end
+"""
+
+ECHO_LOOP = f"""
+id: bench/echo-loop
+version: "1"
+description: An echo action that counts and routes back to itself until n reaches the limit
+inputs:
+  limit: {{type: integer, required: true}}
+state:
+  n: {{type: integer, default: 0}}
+config:
+  start: tick
+  max_steps: {MAX_STEPS}
+nodes:
+  tick:
+    action: {{tool: echo, params: {{n: "${{state.n + 1}}"}}}}
+    assign: {{n: "${{result.n}}"}}
+    next:
+      - to: tick
+        when: state.n < inputs.limit
+      - to: $end
+"""
+
+GRAPHS = {"gate": GATE_LOOP, "echo": ECHO_LOOP}
+
+
+def load(kind: str, settings: Settings) -> Graph:
+    """The compiled loop graph of one kind (`gate` or `echo`)."""
+    return parse_graph(GRAPHS[kind], file=f"<bench:{kind}>", settings=settings)

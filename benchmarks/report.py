@@ -1,0 +1,158 @@
+"""Aggregate timings into medians and ratios; print the table, the round trips and the JSON line."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+BASELINE = "baseline"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One timed scenario of one side, at one prefetch multiplier."""
+
+    prefetch: int
+    scenario: str
+    side: str
+    rate: float
+    seconds: float
+    cpu: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Results:
+    """Every sample of one harness run, grouped for medians and ratios."""
+
+    samples: list[Sample] = field(default_factory=list)
+
+    def add(self, sample: Sample) -> None:
+        """Record one sample."""
+        self.samples.append(sample)
+
+    def rates(self, prefetch: int, scenario: str, side: str) -> list[float]:
+        """The rates measured for one cell, in the order they were taken."""
+        return [
+            s.rate for s in self.samples if (s.prefetch, s.scenario, s.side) == (prefetch, scenario, side)
+        ]
+
+    def cpu(self, prefetch: int, scenario: str, side: str) -> dict[str, float]:
+        """Median CPU microseconds per step by process role, for one cell."""
+        cell = [s.cpu for s in self.samples if (s.prefetch, s.scenario, s.side) == (prefetch, scenario, side)]
+        roles = dict.fromkeys(role for cpu in cell for role in cpu)
+        return {role: round(statistics.median(c[role] for c in cell if role in c), 1) for role in roles}
+
+    def median(self, prefetch: int, scenario: str, side: str) -> float | None:
+        """The median rate of one cell, or None if it was not measured."""
+        rates = self.rates(prefetch, scenario, side)
+        return statistics.median(rates) if rates else None
+
+    def cells(self) -> list[tuple[int, str, str]]:
+        """The (prefetch, scenario, side) cells in first-measured order, baseline first."""
+        seen = dict.fromkeys((s.prefetch, s.scenario, s.side) for s in self.samples)
+        return sorted(seen, key=lambda c: (c[0], _order(self.samples, c[1]), c[2] != BASELINE))
+
+    def ratio(self, prefetch: int, scenario: str, side: str) -> float | None:
+        """Median steps/s of `side` over the baseline's, same prefetch and scenario."""
+        mine, base = self.median(prefetch, scenario, side), self.median(prefetch, scenario, BASELINE)
+        return mine / base if mine is not None and base else None
+
+    def cpu_ratio(self, prefetch: int, scenario: str, side: str) -> float | None:
+        """Baseline CPU per step over the side's: the throughput ratio if CPU were the only limit."""
+        mine = self.cpu(prefetch, scenario, side).get("total")
+        base = self.cpu(prefetch, scenario, BASELINE).get("total")
+        return base / mine if mine and base else None
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One record per cell: rates, median and ratio to the baseline."""
+        return [
+            {
+                "prefetch": p,
+                "scenario": sc,
+                "side": side,
+                "rates": [round(r, 1) for r in self.rates(p, sc, side)],
+                "median": round(self.median(p, sc, side) or 0.0, 1),
+                "ratio": None if side == BASELINE else _round(self.ratio(p, sc, side)),
+                "cpu_us_per_step": self.cpu(p, sc, side),
+                "cpu_ratio": None if side == BASELINE else _round(self.cpu_ratio(p, sc, side)),
+            }
+            for p, sc, side in self.cells()
+        ]
+
+
+def _order(samples: list[Sample], scenario: str) -> int:
+    return next(i for i, s in enumerate(samples) if s.scenario == scenario)
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The results as an aligned text table."""
+    head = ("prefetch", "scenario", "side", "steps/s (median)", "ratio", "cpu ratio", "each run (steps/s)")
+    body = [
+        (
+            str(r["prefetch"]),
+            r["scenario"],
+            r["side"],
+            f"{r['median']:.0f}",
+            "" if r["ratio"] is None else f"{r['ratio']:.2f}x",
+            "" if r.get("cpu_ratio") is None else f"{r['cpu_ratio']:.2f}x",
+            ", ".join(f"{x:.0f}" for x in r["rates"]),
+        )
+        for r in rows
+    ]
+    return _align([head, *body])
+
+
+def cpu_table(rows: list[dict[str, Any]]) -> str:
+    """Median CPU microseconds per step by process role, one line per cell."""
+    roles = list(dict.fromkeys(role for r in rows for role in r["cpu_us_per_step"]))
+    head = ("prefetch", "scenario", "side", *(f"{role} us" for role in roles))
+    body = [
+        (
+            str(r["prefetch"]),
+            r["scenario"],
+            r["side"],
+            *(f"{r['cpu_us_per_step'].get(x, 0):.0f}" for x in roles),
+        )
+        for r in rows
+    ]
+    return _align([head, *body]) if roles else ""
+
+
+def prefetch_summary(results: Results, scenario: str) -> list[str]:
+    """Which prefetch multiplier is faster for each graphrunner side in `scenario`."""
+    lines = []
+    prefetches = sorted({s.prefetch for s in results.samples})
+    sides = dict.fromkeys(s.side for s in results.samples if s.side != BASELINE)
+    for side in sides:
+        medians = {p: results.median(p, scenario, side) for p in prefetches}
+        known = {p: m for p, m in medians.items() if m is not None}
+        if len(known) < 2:
+            continue
+        best = max(known, key=lambda p: known[p])
+        figures = ", ".join(f"prefetch {p}: {m:.0f} steps/s" for p, m in known.items())
+        lines.append(f"{side} {scenario}: {figures} -> prefetch {best} is faster")
+    return lines
+
+
+def roundtrip_table(counts: dict[str, dict[str, Any]]) -> str:
+    """Commands and round trips per step, by side and category."""
+    rows = [("side", "category", "round trips/step", "commands/step", "commands (per step)")]
+    for side, tally in counts.items():
+        for cat, total in tally["commands_total"].items():
+            trips = tally["round_trips"].get(cat)
+            detail = ", ".join(f"{name} {n:g}" for name, n in tally["commands"][cat].items() if n >= 0.01)
+            rows.append((side, cat, "-" if trips is None else f"{trips:.2f}", f"{total:.2f}", detail))
+    return _align(rows)
+
+
+def _align(rows: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
