@@ -197,3 +197,28 @@ def test_list_runs_by_graph_and_status(cluster: Client) -> None:
     assert {r.status for r in listed} == {"completed"}
     assert {r.run_id for r in cluster.list_runs(graph_id=graph.id, status="completed")} == set(ids)
     assert cluster.list_runs(graph_id=graph.id, status="failed") == []
+
+
+def test_a_duplicate_delivered_while_the_step_runs_is_fenced_off(cluster: Client, tmp_path: Path) -> None:
+    graph = parse_graph(
+        textwrap.dedent(f"""
+        id: t/race
+        state: {{log: {{type: list, default: [], reducer: append}}}}
+        config: {{start: slow}}
+        nodes:
+          slow:
+            action: {{tool: python, params: {{fn: "crash_targets:slow_step", args: {{marker: "{tmp_path}", seconds: 0.5}}}}}}
+            assign: {{log: [slow]}}
+            next: b
+          b: {{type: gate, assign: {{log: [b]}}}}
+    """)
+    )
+    run = cluster.submit(graph)
+    cluster.runtime.app.send_task(
+        "graphrunner.step", args=[run.id, 0], queue="graphrunner"
+    )  # a second delivery
+    result = run.wait(timeout=30)
+    assert result.state["log"] == ["slow", "b"]
+    assert [(s["step"], s["node"]) for s in result.steps] == [(1, "slow"), (2, "b")]
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert len(calls) == 2  # both deliveries ran the action (at least once); one commit won
