@@ -11,29 +11,11 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from yaml_files import assert_no_traceback, write
+from yaml_files import HELLO, assert_no_traceback, write
 
 from graphrunner import __version__
 from graphrunner.cli import main
 from graphrunner.cli.common import parse_value
-
-HELLO = """
-id: hello
-inputs:
-  name: {type: string, required: true}
-state:
-  greeting: string
-config:
-  start: greet
-nodes:
-  greet:
-    action: {tool: echo, params: {text: "Hello ${inputs.name}"}}
-    assign: {greeting: "${result.text}"}
-    next: done
-  done:
-    type: return
-    output: {greeting: "${state.greeting}"}
-"""
 
 ECHO_INPUTS = """
 id: echo-inputs

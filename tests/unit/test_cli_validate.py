@@ -10,27 +10,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from yaml_files import assert_no_traceback, write
+from yaml_files import HELLO, assert_no_traceback, write
 
 from graphrunner.cli import main
-
-HELLO = """
-id: hello
-inputs:
-  name: {type: string, required: true}
-state:
-  greeting: string
-config:
-  start: greet
-nodes:
-  greet:
-    action: {tool: echo, params: {text: "Hello ${inputs.name}"}}
-    assign: {greeting: "${result.text}"}
-    next: done
-  done:
-    type: return
-    output: {greeting: "${state.greeting}"}
-"""
 
 BROKEN_EDGES = """
 id: broken

@@ -7,6 +7,25 @@ from pathlib import Path
 
 from click.testing import Result
 
+# A two-node graph with a required input, used by the CLI tests.
+HELLO = """
+id: hello
+inputs:
+  name: {type: string, required: true}
+state:
+  greeting: string
+config:
+  start: greet
+nodes:
+  greet:
+    action: {tool: echo, params: {text: "Hello ${inputs.name}"}}
+    assign: {greeting: "${result.text}"}
+    next: done
+  done:
+    type: return
+    output: {greeting: "${state.greeting}"}
+"""
+
 
 def write_yaml(path: Path, text: str) -> Path:
     """Write dedented `text` to `path`, creating its directory."""
