@@ -56,6 +56,10 @@ def create_app(settings: Settings) -> Celery:
         accept_content=["json"],
         task_acks_late=True,
         task_reject_on_worker_lost=True,
+        # the step task never raises for run errors (they are committed as failed runs):
+        # an exception is infrastructure trouble (Redis gone past the retry budget), so the
+        # message stays unacknowledged and is redelivered after the visibility timeout
+        task_acks_on_failure_or_timeout=False,
         task_ignore_result=True,
         task_default_queue=settings.queue,
         worker_prefetch_multiplier=settings.prefetch,
