@@ -7,6 +7,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ class Client:
         if redis_url:
             settings = settings.with_redis(redis_url)
         if broker_url:
-            settings = Settings(**{**settings.__dict__, "broker_url": broker_url})
+            settings = replace(settings, broker_url=broker_url)
         self.settings = settings
         self.runtime = Runtime(settings, store_retry_seconds=retry_seconds)
         self.store = self.runtime.store
@@ -93,8 +94,9 @@ class Client:
         caps = tuple(capabilities) if capabilities is not None else ("*",)
         snap = engine.begin(loaded, inputs, run_id=run_id, capabilities=caps)
         self.runtime.executor.graphs.put(loaded)
-        created = self.store.create_run(snap, fingerprint(loaded, snap.inputs, caps))
-        if not created.created and created.existing_fingerprint != fingerprint(loaded, snap.inputs, caps):
+        identity = fingerprint(loaded, snap.inputs, caps)
+        created = self.store.create_run(snap, identity)
+        if not created.created and created.existing_fingerprint != identity:
             raise RunConflict(
                 f"run {run_id} already exists with another graph version, inputs or capabilities"
             )
