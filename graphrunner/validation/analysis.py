@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from graphrunner.errors import ExpressionError
 from graphrunner.expressions.scanner import split_template
 from graphrunner.model import END, GraphSpec, ReturnNode, SubgraphNode
 from graphrunner.model.conditions import StructuredCondition
@@ -36,7 +37,7 @@ def _expressions(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         try:
             yield from (text for is_expr, text in split_template(value) if is_expr)
-        except ValueError:
+        except ExpressionError:  # reported as bad_expression by compilation
             return
     elif isinstance(value, Mapping):
         for v in value.values():

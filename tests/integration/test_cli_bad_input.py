@@ -57,6 +57,10 @@ def bad_expression(tmp: Path) -> str:
     return textwrap.dedent(GOOD).replace("{x: 1}", '{x: "${state.n +}"}')
 
 
+def unclosed_expression(tmp: Path) -> str:
+    return textwrap.dedent(GOOD).replace("{x: 1}", '{x: "${state.n"}')
+
+
 def unknown_namespace(tmp: Path) -> str:
     return textwrap.dedent(GOOD).replace(
         "next: done", "next: [{to: done, when: 'secrets.token == 1'}, {to: done}]"
@@ -70,6 +74,7 @@ CASES: dict[str, tuple[Callable[[Path], str], str, str]] = {
     "10-MB-file": (ten_megabytes, "byte limit", "g.yaml"),
     "nested-10000-deep": (deeply_nested, "nested too deeply", "g.yaml"),
     "expression-does-not-parse": (bad_expression, "bad_expression", ":5:"),
+    "unclosed-expression": (unclosed_expression, "unclosed '${'", ":5:"),
     "condition-on-unknown-namespace": (unknown_namespace, "unknown namespace 'secrets'", ":5:"),
 }
 
