@@ -61,6 +61,17 @@ class _Step:
         )
 
 
+def error_mode(graph: Graph, spec: Any) -> str:
+    """The node's `error_mode`, else the graph's."""
+    mode: str = getattr(spec, "error_mode", None) or graph.spec.config.error_mode
+    return mode
+
+
+def foreach_fails(graph: Graph, spec: ForeachNode, failed: int, total: int) -> bool:
+    """True when `failed` of `total` items fail the foreach node (error mode fail, over tolerance)."""
+    return failed > 0 and error_mode(graph, spec) == "fail" and failed > spec.tolerated(total)
+
+
 def complete(graph: Graph, snap: RunSnapshot, plan: StepPlan, outcome: Outcome, now: datetime) -> StepResult:
     """Finish the planned step with the runner's outcome; never raises for run errors."""
     if plan.kind == "limit":
@@ -260,8 +271,8 @@ def _after_foreach(s: _Step, outcome: ForeachOutcome) -> StepResult:
     assert isinstance(spec, ForeachNode)
     failed = [i for i in outcome.items if not i.outcome.ok]
     total = len(outcome.items)
-    mode = spec.error_mode or s.graph.spec.config.error_mode
-    if failed and mode == "fail" and len(failed) > spec.tolerated(total):
+    mode = error_mode(s.graph, spec)
+    if foreach_fails(s.graph, spec, len(failed), total):
         first = failed[0]
         assert first.outcome.failure is not None
         failure = ActionFailure(
@@ -327,7 +338,7 @@ def _on_failure(s: _Step, failure: ActionFailure, attempts: int, control: Contro
     state = {**s.snap.state, "_last_error": last_error}
     error = {**failure.to_dict(), "node": s.node.name, "step": s.plan.step}
     on_error = getattr(spec, "on_error", None)
-    mode = getattr(spec, "error_mode", None) or s.graph.spec.config.error_mode
+    mode = error_mode(s.graph, spec)
     if control != "fail" and (control == "continue" or (on_error is None and mode == "continue")):
         suppressed = ({"step": s.plan.step, "node": s.node.name, "error": failure.to_dict()},)
         try:

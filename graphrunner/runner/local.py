@@ -10,6 +10,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from graphrunner.engine import (
     StepPlan,
     StepResult,
 )
+from graphrunner.engine.step import foreach_fails
 from graphrunner.errors import GraphrunnerError, RunError
 from graphrunner.model import ForeachNode
 from graphrunner.results import RunResult
@@ -219,12 +221,12 @@ class LocalRunner:
 
             return ForeachOutcome(tuple(await asyncio.gather(*(bounded(i, x) for i, x in items))))
         done: list[ItemOutcome] = []
-        stop_after = spec.tolerated(len(items))
+        failed = 0
         for index, item in items:
             done.append(await self._item(graph, snap, plan, index, item))
-            failed = sum(1 for d in done if not d.outcome.ok)
-            if (spec.error_mode or graph.spec.config.error_mode) == "fail" and failed > stop_after:
-                break
+            failed += not done[-1].outcome.ok
+            if foreach_fails(graph, spec, failed, len(items)):
+                break  # the node has failed: the remaining items cannot change that
         return ForeachOutcome(tuple(done))
 
     async def _child(self, graph: Graph, snap: RunSnapshot, plan: StepPlan) -> ChildOutcome:
@@ -268,6 +270,5 @@ class LocalRunner:
 
 
 def _with_control(outcome: Outcome, answer: Any) -> Outcome:
-    if isinstance(outcome, ActionOutcome | ForeachOutcome | ChildOutcome | NoOutcome):
-        return type(outcome)(**{**outcome.__dict__, "control": answer})
-    return outcome
+    """The outcome with a hook's control answer attached."""
+    return replace(outcome, control=answer)
