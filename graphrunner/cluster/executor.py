@@ -85,8 +85,9 @@ class StepExecutor:
     def _take(self, graph: Graph, snap: RunSnapshot, msg: StepMessage) -> StepReport:
         if snap.step == 0:
             failed = self.runner.preflight(graph, snap)
-            if failed is not None:
-                return self._commit_end(graph, snap, failed, msg, "env_missing")
+            if failed is not None and failed.error is not None:
+                self._end_failed(snap, msg, failed.error, graph)
+                return StepReport("committed", msg.run_id, msg.step)
             if graph.hooks:
                 self._run(self.runner.started(graph, snap))
         plan, result, record = self._run(self.runner.advance(graph, snap, WORKER))
@@ -113,31 +114,25 @@ class StepExecutor:
             return StepReport("not_running", msg.run_id, msg.step)
         return StepReport("stale", msg.run_id, msg.step)
 
-    def _commit_end(
-        self, graph: Graph, snap: RunSnapshot, final: RunSnapshot, msg: StepMessage, why: str
-    ) -> StepReport:
-        error = final.error or {}
-        record = {"step": 0, "node": None, "status": "error", "error": error, "worker": WORKER}
-        if self.store.commit_step(msg.step, final, record).committed and graph.hooks:
-            self._run(self.runner.completed(graph, final))
-            log.warning("run %s failed before its first step: %s", snap.run_id, why)
-        return StepReport("committed", msg.run_id, msg.step)
-
-    def _fail_unloadable(self, snap: RunSnapshot, msg: StepMessage, exc: GraphrunnerError) -> StepReport:
-        error = {
-            "type": "node_exception",
-            "message": f"graph cannot be loaded on this worker: {exc}",
-            "node": snap.node,
-            "step": snap.step,
-        }
+    def _end_failed(
+        self, snap: RunSnapshot, msg: StepMessage, error: dict[str, Any], graph: Graph | None
+    ) -> None:
+        """Commit the run as failed with `error` before any node ran (fenced like every commit)."""
         final = snap.model_copy(update={"status": RunStatus.FAILED, "error": error})
         record = {
-            "step": snap.step + 1,
-            "node": snap.node,
+            "step": error["step"],
+            "node": error["node"],
             "status": "error",
             "error": error,
             "worker": WORKER,
         }
-        self.store.commit_step(msg.step, final, record)
-        log.error("run %s failed: %s", snap.run_id, error["message"])
+        if self.store.commit_step(msg.step, final, record).committed:
+            log.warning("run %s failed: %s", snap.run_id, error["message"])
+            if graph is not None and graph.hooks:
+                self._run(self.runner.completed(graph, final))
+
+    def _fail_unloadable(self, snap: RunSnapshot, msg: StepMessage, exc: GraphrunnerError) -> StepReport:
+        message = f"graph cannot be loaded on this worker: {exc}"
+        error = {"type": "node_exception", "message": message, "node": snap.node, "step": snap.step + 1}
+        self._end_failed(snap, msg, error, None)
         return StepReport("failed_to_load", msg.run_id, msg.step)

@@ -222,3 +222,22 @@ def test_a_duplicate_delivered_while_the_step_runs_is_fenced_off(cluster: Client
     assert [(s["step"], s["node"]) for s in result.steps] == [(1, "slow"), (2, "b")]
     calls = (tmp_path / "calls").read_text().splitlines()
     assert len(calls) == 2  # both deliveries ran the action (at least once); one commit won
+
+
+def test_env_requires_fails_the_run_before_any_node_on_the_worker(
+    cluster: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GRAPHRUNNER_TEST_MISSING", raising=False)
+    graph = parse_graph(
+        textwrap.dedent("""
+        id: t/env
+        config: {start: a, env_requires: [GRAPHRUNNER_TEST_MISSING]}
+        nodes: {a: {type: gate, assign: {ran: true}}}
+    """)
+    )
+    result = cluster.submit(graph).wait(timeout=30)
+    assert result.status == "failed"
+    assert result.error is not None and result.error["type"] == "env_missing"
+    assert "GRAPHRUNNER_TEST_MISSING" in result.error["message"]
+    assert "ran" not in result.state and result.path == []
+    assert [(s["step"], s["node"], s["status"]) for s in result.steps] == [(0, None, "error")]
