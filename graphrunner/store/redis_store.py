@@ -190,23 +190,20 @@ class RedisStore:
             if status
             else keys.index_all()
         )
-        ids: list[str] = []
+        found: list[RunSummary] = []
         start = offset
-        while len(ids) < limit:
+        while len(found) < limit:
             batch = self._page(index, start, limit * 2)
             if not batch:
                 break
             start += len(batch)
-            ids += [r for r in batch if not (graph_id and status) or self._status(r) == status]
-        return [s for s in (self._summary(r) for r in ids[:limit]) if s is not None]
+            summaries = (self._summary(r) for r in batch)
+            found += [s for s in summaries if s is not None and (not status or s.status == status)]
+        return found[:limit]
 
     def _page(self, index: str, start: int, size: int) -> list[str]:
         page: list[str] = self._call(lambda: self.redis.zrevrange(index, start, start + size - 1))
         return page
-
-    def _status(self, run_id: str) -> str | None:
-        value: str | None = self._call(lambda: self.redis.hget(keys.run(run_id), "status"))
-        return value
 
     def _summary(self, run_id: str) -> RunSummary | None:
         f = self.run_fields(run_id)
