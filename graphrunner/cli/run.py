@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -96,7 +95,7 @@ def run_on_cluster(
     """Submit the run, print its progress until it settles, and return its result."""
     try:
         with reported_errors(), run_session(settings, graph, local=local) as session:
-            handle = session.client.submit(graph, inputs, run_id=uuid.uuid4().hex)
+            handle = session.client.submit(graph, inputs)
             return await_result(handle, graph.id, timeout, quiet=settings.quiet, embedded=session.embedded)
     except KeyboardInterrupt:
         fail("interrupted", INTERRUPTED)
