@@ -1,4 +1,5 @@
-"""The graphs graphrunner runs in the benchmark: loops of no-op steps, `inputs.limit` steps long."""
+"""The graphs graphrunner runs in the benchmarks: loops of no-op steps, `inputs.limit` steps long
+(benchmarks.steps), and one parallel foreach fan-out over `inputs.items` (benchmarks.foreach)."""
 
 from __future__ import annotations
 
@@ -52,7 +53,32 @@ nodes:
 
 GRAPHS = {"gate": GATE_LOOP, "echo": ECHO_LOOP}
 
+FOREACH_FANOUT = """
+id: bench/foreach-fanout
+version: "1"
+description: One parallel foreach, an echo per item, the results collected into state.results
+inputs:
+  items: {type: list, required: true}
+state:
+  results: {type: list, default: [], reducer: last_write_wins}
+config:
+  start: fan_out
+nodes:
+  fan_out:
+    type: foreach
+    over: "${inputs.items}"
+    parallel: true
+    action: {tool: echo, params: {i: "${item}"}}
+    collect: results
+    next: $end
+"""
+
 
 def load(kind: str, settings: Settings) -> Graph:
     """The compiled loop graph of one kind (`gate` or `echo`)."""
     return parse_graph(GRAPHS[kind], file=f"<bench:{kind}>", settings=settings)
+
+
+def load_foreach(settings: Settings) -> Graph:
+    """The compiled foreach fan-out graph."""
+    return parse_graph(FOREACH_FANOUT, file="<bench:foreach>", settings=settings)

@@ -105,7 +105,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         )
         for r in rows
     ]
-    return _align([head, *body])
+    return align([head, *body])
 
 
 def cpu_table(rows: list[dict[str, Any]]) -> str:
@@ -121,7 +121,7 @@ def cpu_table(rows: list[dict[str, Any]]) -> str:
         )
         for r in rows
     ]
-    return _align([head, *body]) if roles else ""
+    return align([head, *body]) if roles else ""
 
 
 def prefetch_summary(results: Results, scenario: str) -> list[str]:
@@ -148,10 +148,11 @@ def roundtrip_table(counts: dict[str, dict[str, Any]]) -> str:
             trips = tally["round_trips"].get(cat)
             detail = ", ".join(f"{name} {n:g}" for name, n in tally["commands"][cat].items() if n >= 0.01)
             rows.append((side, cat, "-" if trips is None else f"{trips:.2f}", f"{total:.2f}", detail))
-    return _align(rows)
+    return align(rows)
 
 
-def _align(rows: Sequence[tuple[str, ...]]) -> str:
+def align(rows: Sequence[tuple[str, ...]]) -> str:
+    """`rows` (the first is the header) as left-aligned columns, a rule under the header."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -14,6 +12,7 @@ from typing import Any
 from graphrunner import engine
 from graphrunner.cluster.app import Runtime
 from graphrunner.cluster.messages import check_run_id
+from graphrunner.cluster.runs import fingerprint
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import GraphrunnerError
 from graphrunner.graph import Graph
@@ -36,12 +35,6 @@ class RunConflict(GraphrunnerError):
 
 class WaitTimeout(GraphrunnerError):
     """A run did not settle within the time given to `wait`."""
-
-
-def fingerprint(graph: Graph, inputs: Mapping[str, Any], capabilities: Sequence[str]) -> str:
-    """What makes two submits with one run id the same run: graph version, inputs, capabilities."""
-    body = json.dumps([graph.content_hash, inputs, list(capabilities)], sort_keys=True, default=str)
-    return hashlib.sha256(body.encode()).hexdigest()
 
 
 class Client:

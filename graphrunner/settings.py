@@ -30,6 +30,9 @@ class Settings:
     visibility_timeout: int = 3600
     prefetch: int = 1
     task_events: bool = False
+    fanout_chunk: int = 1000
+    cache_ttl: int = 86400
+    hooks_file: Path | None = None
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -45,6 +48,9 @@ class Settings:
             visibility_timeout=_int("GRAPHRUNNER_VISIBILITY_TIMEOUT", cls.visibility_timeout),
             prefetch=_int("GRAPHRUNNER_PREFETCH", cls.prefetch),
             task_events=os.environ.get("GRAPHRUNNER_TASK_EVENTS", "") not in ("", "0", "false"),
+            fanout_chunk=_int("GRAPHRUNNER_FANOUT_CHUNK", cls.fanout_chunk),
+            cache_ttl=_int("GRAPHRUNNER_CACHE_TTL", cls.cache_ttl),
+            hooks_file=Path(os.environ["GRAPHRUNNER_HOOKS"]) if os.environ.get("GRAPHRUNNER_HOOKS") else None,
         )
 
     def with_redis(self, url: str) -> Settings:

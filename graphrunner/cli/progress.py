@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-SYMBOLS = {"ok": "✓", "error": "✗", "end": "⏹", "paused": "⏸"}
+SYMBOLS = {"ok": "✓", "error": "✗", "end": "⏹", "paused": "⏸", "retry": "↻", "sleeping": "⏲"}
 MAX_MESSAGE = 80
 
 
@@ -16,6 +16,10 @@ def format_step(graph_id: str, record: Mapping[str, Any]) -> str:
     duration = format_duration(record.get("duration_ms"))
     if duration:
         parts.append(duration)
+    if record.get("status") == "retry":
+        parts.append(f"attempt {record.get('attempts', '?')} failed, retrying in {record.get('retry_in_s', '?')}s")
+    if record.get("status") == "sleeping":
+        parts.append(f"sleeping {record.get('sleep_s', '?')}s (no worker held)")
     keys = list(record.get("changed_keys") or ())
     if keys:
         parts.append(f"(+{', '.join(str(k) for k in keys)})")

@@ -26,7 +26,10 @@ def worker(celery_args: tuple[str, ...]) -> None:
     Every option is passed to `celery worker`, e.g. `graphrunner worker -c 4 -Q graphrunner,cpu`.
     The worker consumes the default queue (GRAPHRUNNER_QUEUE, `graphrunner`) unless -Q says otherwise.
     """
-    runtime = _runtime()
+    try:
+        runtime = _runtime().serve()
+    except ConfigurationError as exc:
+        fail(str(exc), USAGE_ERROR)
     runtime.app.worker_main(["worker", "--loglevel=WARNING", *celery_args])
 
 

@@ -1,17 +1,21 @@
-"""The Celery app: JSON only, late acknowledgement, the step task and how steps are enqueued."""
+"""The Celery app: JSON only, late acknowledgement, the step and item tasks, and how they are sent."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
-from celery import Celery
+from celery import Celery, Signature, chord
 
-from graphrunner.cluster.executor import StepExecutor
-from graphrunner.cluster.messages import TASK_NAME, BadMessage, StepMessage
+from graphrunner.cluster.executor import INLINE_WAIT, StepExecutor
+from graphrunner.cluster.items import ItemRunner, later
+from graphrunner.cluster.messages import ITEM_TASK_NAME, TASK_NAME, BadMessage, ItemMessage, StepMessage
 from graphrunner.engine import RunSnapshot
 from graphrunner.errors import ConfigurationError
 from graphrunner.graph import Graph
+from graphrunner.loading.hooks_file import load_hooks_file
+from graphrunner.runner import LocalRunner
 from graphrunner.settings import Settings
 from graphrunner.store import RedisStore
 
@@ -20,7 +24,7 @@ PUBLISH_RETRY = {"max_retries": 10, "interval_start": 0.1, "interval_step": 0.5,
 
 
 class Runtime:
-    """A Celery app with graphrunner's step task, its store and its executor."""
+    """A Celery app with graphrunner's tasks, its store and its executor; the executor's `Sender`."""
 
     def __init__(self, settings: Settings, *, store_retry_seconds: float = 60.0) -> None:
         if not settings.redis_url:
@@ -28,23 +32,70 @@ class Runtime:
         self.settings = settings
         self.store = RedisStore.from_url(settings.redis_url, retry_seconds=store_retry_seconds)
         self.app = create_app(settings)
-        self.executor = StepExecutor(self.store, self.enqueue)
-        _register_step_task(self)
+        runner = LocalRunner(cache=self.store, cache_ttl=settings.cache_ttl)
+        self.executor = StepExecutor(self.store, self, runner, chunk=settings.fanout_chunk)
+        self.executor.loop_slice = max(1.0, min(10.0, settings.visibility_timeout / 3))
+        self.items = ItemRunner(self.store, runner, INLINE_WAIT)
+        _register_tasks(self)
 
-    def enqueue(self, snap: RunSnapshot, graph: Graph | None = None) -> None:
-        """Send the message for the step after `snap`, named and routed after its node."""
+    def serve(self) -> Runtime:
+        """Prepare to take steps as a worker: load the deployment hooks (GRAPHRUNNER_HOOKS)."""
+        if self.settings.hooks_file is not None:
+            self.executor.runner.deployment_hooks = load_hooks_file(self.settings.hooks_file)
+        return self
+
+    def _queue(self, snap: RunSnapshot, graph: Graph | None) -> str:
         graph = graph or self.executor.graphs.get(snap.graph_hash)
-        node = snap.node or ""
-        spec = graph.spec.nodes.get(node)
-        queue = getattr(spec, "queue", None) or self.settings.queue
+        spec = graph.spec.nodes.get(snap.node or "")
+        return getattr(spec, "queue", None) or self.settings.queue
+
+    def _step(self, snap: RunSnapshot, graph: Graph | None) -> Signature:
+        return self.app.signature(
+            TASK_NAME,
+            args=[snap.run_id, snap.step, snap.phase] if snap.phase else [snap.run_id, snap.step],
+            queue=self._queue(snap, graph),
+            shadow=f"{snap.graph_id}:{snap.node or ''}",
+            retry=True,
+            retry_policy=PUBLISH_RETRY,
+            immutable=True,
+        )
+
+    def enqueue(self, snap: RunSnapshot, graph: Graph | None = None, countdown: float | None = None) -> None:
+        """Send the message for the step after `snap`, named and routed after its node."""
+        self._step(snap, graph).apply_async(countdown=countdown)
+
+    def notify(self, run_id: str, step: int, phase: int) -> None:
+        """Wake a parent's step whose child run has finished."""
         self.app.send_task(
             TASK_NAME,
-            args=[snap.run_id, snap.step],
-            queue=queue,
-            shadow=f"{snap.graph_id}:{node}",
+            args=[run_id, step, phase],
+            queue=self.settings.queue,
+            shadow=f"{run_id}:child-finished",
             retry=True,
             retry_policy=PUBLISH_RETRY,
         )
+
+    def fan_out(self, snap: RunSnapshot, graph: Graph, items: Sequence[dict[str, Any]]) -> None:
+        """Send foreach items as a chord whose body is the step after `snap` (its join)."""
+        join = self._step(snap, graph)
+        queue = self._queue(snap, graph)
+        sigs = [
+            self.app.signature(
+                ITEM_TASK_NAME,
+                args=[payload],
+                queue=queue,
+                shadow=f"{snap.graph_id}:{snap.node}[{payload['index']}]",
+                retry=True,
+                retry_policy=PUBLISH_RETRY,
+            )
+            for payload in items
+        ]
+        if len(sigs) >= 2:
+            chord(sigs, join, app=self.app).apply_async()
+        elif sigs:
+            sigs[0].apply_async(link=join)
+        else:
+            join.apply_async()
 
 
 def create_app(settings: Settings) -> Celery:
@@ -91,7 +142,7 @@ def broker_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def _register_step_task(runtime: Runtime) -> None:
+def _register_tasks(runtime: Runtime) -> None:
     def step(self: Any, *args: Any, **kwargs: Any) -> str:
         """Take one step of a run (thin: parse the message, let the executor do the rest)."""
         try:
@@ -101,12 +152,29 @@ def _register_step_task(runtime: Runtime) -> None:
             return "bad_message"
         return runtime.executor.execute(msg).outcome
 
-    # shared=False: a second Runtime in one process must not get this runtime's task
+    def item(self: Any, *args: Any, **kwargs: Any) -> None:
+        """Run one foreach item and record its result; never raises (it is a chord part)."""
+        try:
+            msg = ItemMessage.parse(args, kwargs)
+        except BadMessage as exc:
+            log.error("%s", exc)
+            return None
+        try:
+            deferred = runtime.executor.run_async(runtime.items.run(msg))
+        except Exception as exc:  # Redis gone past its retry budget: try the item again later
+            log.warning("item %s of run %s could not be recorded (%s); retrying", msg.index, msg.run_id, exc)
+            raise self.retry(args=[msg.model_dump()], countdown=5) from None
+        if deferred is not None:
+            raise self.retry(args=[later(msg, deferred)], countdown=deferred.delay)
+        return None
+
+    # shared=False: a second Runtime in one process must not get this runtime's tasks
     options = {
-        "name": TASK_NAME,
         "bind": True,
         "acks_late": True,
         "reject_on_worker_lost": True,
         "shared": False,
     }
-    runtime.app.task(**options, ignore_result=True)(step)
+    runtime.app.task(name=TASK_NAME, **options, ignore_result=True)(step)
+    # chord parts keep (tiny) results: Celery's Redis chord counts them
+    runtime.app.task(name=ITEM_TASK_NAME, **options, ignore_result=False, max_retries=None)(item)

@@ -11,6 +11,7 @@ from graphrunner.errors import GraphrunnerError
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 TASK_NAME = "graphrunner.step"
+ITEM_TASK_NAME = "graphrunner.item"
 
 
 class BadMessage(GraphrunnerError):
@@ -32,19 +33,47 @@ def check_run_id(run_id: Any) -> str:
 
 
 class StepMessage(BaseModel):
-    """Take the step after `step` steps of run `run_id` (the fence the commit checks)."""
+    """Take (or go on with) the step after `step` steps of run `run_id`, suspended `phase`
+    times so far: the fence the commit checks."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     run_id: str = Field(pattern=RUN_ID.pattern)
     step: int = Field(ge=0)
+    phase: int = Field(default=0, ge=0)
 
     @classmethod
     def parse(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> StepMessage:
         """The message from a task's raw arguments; raises `BadMessage`."""
         try:
-            if kwargs or len(args) != 2:
-                raise ValueError(f"expected (run_id, step), got args={args!r} kwargs={kwargs!r}")
-            return cls.model_validate({"run_id": args[0], "step": args[1]}, strict=True)
+            if kwargs or len(args) not in (2, 3):
+                raise ValueError(f"expected (run_id, step[, phase]), got args={args!r} kwargs={kwargs!r}")
+            return cls.model_validate(dict(zip(("run_id", "step", "phase"), args, strict=False)), strict=True)
         except (ValueError, ValidationError) as exc:
             raise BadMessage(f"dropped a malformed step message: {exc}") from None
+
+
+class ItemMessage(BaseModel):
+    """Run one item of a parallel foreach and record its result under `tag` and `index`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str = Field(pattern=RUN_ID.pattern)
+    graph_id: str
+    graph_hash: str
+    step: int = Field(ge=1)
+    tag: str
+    index: int = Field(ge=0)
+    call: dict[str, Any]
+    attempt: int = Field(default=1, ge=1)
+    timer: dict[str, Any] | None = None  # {"result": ...}: a durable sleep that has come due
+
+    @classmethod
+    def parse(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ItemMessage:
+        """The message from a task's raw arguments (one mapping); raises `BadMessage`."""
+        try:
+            if kwargs or len(args) != 1 or not isinstance(args[0], dict):
+                raise ValueError(f"expected one mapping, got args={args!r:.200} kwargs={kwargs!r:.200}")
+            return cls.model_validate(args[0])
+        except (ValueError, ValidationError) as exc:
+            raise BadMessage(f"dropped a malformed foreach item message: {exc}") from None

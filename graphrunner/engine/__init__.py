@@ -5,7 +5,7 @@ A step is `prepare` (what to dispatch) then, after the runner did the I/O, `comp
 """
 
 from graphrunner.engine.hooks import control_answer, first_answer, hook_calls
-from graphrunner.engine.lifecycle import ResumeError, begin, missing_env, resume
+from graphrunner.engine.lifecycle import ResumeError, begin, missing_env, resume, too_deep
 from graphrunner.engine.outcomes import (
     ActionFailure,
     ActionOutcome,
@@ -45,4 +45,5 @@ __all__ = [
     "missing_env",
     "prepare",
     "resume",
+    "too_deep",
 ]

@@ -13,13 +13,15 @@ from graphrunner.engine.snapshot import RunSnapshot
 from graphrunner.errors import ExpressionError
 
 if TYPE_CHECKING:
-    from graphrunner.graph import Graph
+    from graphrunner.compiled import CompiledHook
 
 CONTROLS: tuple[Control, ...] = ("retry", "continue", "fail")
 
 
-def hook_calls(graph: Graph, event: str, snap: RunSnapshot, now: datetime, **data: Any) -> list[ActionCall]:
-    """The hook dispatches for `event`, in order; a hook whose `when` fails to evaluate is skipped."""
+def hook_calls(
+    hooks: Iterable[CompiledHook], event: str, snap: RunSnapshot, now: datetime, **data: Any
+) -> list[ActionCall]:
+    """The dispatches of `hooks` for `event`, in order; a hook whose `when` fails to evaluate is skipped."""
     ctx = ns.context(
         state=snap.state,
         inputs=snap.inputs,
@@ -28,7 +30,7 @@ def hook_calls(graph: Graph, event: str, snap: RunSnapshot, now: datetime, **dat
         event={"name": event, **data},
     )
     calls = []
-    for hook in graph.hooks:
+    for hook in hooks:
         if hook.spec.event != event:
             continue
         try:

@@ -53,6 +53,17 @@ def missing_env(graph: Graph, environ: Mapping[str, str] | None = None) -> list[
     return [f"{var} ({where})" for var, where in wanted if var not in env]
 
 
+def too_deep(graph: Graph, snap: RunSnapshot) -> dict[str, Any] | None:
+    """The `limit_exceeded` error when a subgraph of this run would nest deeper than `max_depth`."""
+    limit = graph.spec.config.max_depth
+    if snap.depth + 1 <= limit:
+        return None
+    return {
+        "type": "limit_exceeded",
+        "message": f"subgraph nesting deeper than max_depth {limit} (this run is at depth {snap.depth})",
+    }
+
+
 class ResumeError(GraphrunnerError):
     """A run cannot be resumed in its current status."""
 

@@ -30,6 +30,7 @@ class ActionOutcome:
     attempts: int = 1
     cache_hit: bool = False
     control: Control | None = None
+    retries: tuple[dict[str, Any], ...] = ()  # the failed attempts that were retried
 
     @property
     def ok(self) -> bool:

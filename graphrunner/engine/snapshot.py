@@ -49,6 +49,12 @@ class RunSnapshot(BaseModel):
     output: Any = None
     depth: int = 0
     capabilities: tuple[str, ...] = ("*",)
+    # a step that waits (retry backoff, durable sleep, foreach items, a child run) is
+    # suspended: `phase` counts its suspensions (the commit fence), `wait` says what for
+    phase: int = 0
+    wait: dict[str, Any] | None = None
+    parent: dict[str, Any] | None = None  # {run_id, step, phase} of the step that started this child run
+    children: tuple[str, ...] = ()
 
     def run_namespace(self) -> dict[str, Any]:
         """The `run` expression namespace: id, graph id and the step being taken."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +55,15 @@ def parse_graph(
     file: str | None = None,
     registry: ToolRegistry | None = None,
     settings: Settings | None = None,
+    children: Mapping[str, GraphSpec] | None = None,
 ) -> Graph:
-    """Load a graph from YAML text; raises `GraphValidationError`."""
+    """Load a graph from YAML text; raises `GraphValidationError`.
+
+    `children` gives the specs of subgraphs by id (as stored with a submitted graph);
+    other subgraphs are looked up next to `file` and on the graph path.
+    """
     settings = settings or Settings.from_env()
-    graph, report = _build(text, file, registry or default_registry(), settings, False)
+    graph, report = _build(text, file, registry or default_registry(), settings, False, children=children)
     if graph is None:
         raise GraphValidationError(report.errors, file)
     return graph
@@ -93,6 +98,7 @@ def _build(
     settings: Settings,
     check_env: bool,
     default_id: str | None = None,
+    children: Mapping[str, GraphSpec] | None = None,
 ) -> tuple[Graph | None, ValidationReport]:
     report = ValidationReport(file=file)
     try:
@@ -104,7 +110,7 @@ def _build(
         report.errors = [_locate(i, None, file) for i in exc.issues]
         return None, report
     report.graph_id, report.node_count = spec.id, len(spec.nodes)
-    lookup = _ChildLookup(file, settings)
+    lookup = _ChildLookup(file, settings, children)
     nodes, expr_issues = compile_nodes(spec)
     hooks, hook_issues = compile_hooks(spec.config.hooks)
     errors = check_spec(spec, registry.names(), lookup) + expr_issues + hook_issues
@@ -124,6 +130,11 @@ def _build(
         text=text,
     )
     return graph, report
+
+
+def parse_spec(text: str, file: str | None = None) -> GraphSpec:
+    """The graph model of YAML text, without compiling or validating it as a whole."""
+    return _spec(parse_yaml(text, file), file)
 
 
 def _spec(doc: YamlDocument, file: str | None, default_id: str | None = None) -> GraphSpec:
@@ -183,12 +194,17 @@ def content_hash(data: Any) -> str:
 class _ChildLookup:
     """Finds subgraph specs by id near the parent file and on the graph path."""
 
-    def __init__(self, file: str | None, settings: Settings) -> None:
+    def __init__(
+        self, file: str | None, settings: Settings, known: Mapping[str, GraphSpec] | None = None
+    ) -> None:
         self.dirs: Sequence[Path] = ([Path(file).parent] if file else []) + list(settings.graph_path)
         self.settings = settings
+        self.known = known or {}
         self.paths: dict[str, str] = {}
 
     def __call__(self, graph_id: str) -> GraphSpec | str:
+        if graph_id in self.known:
+            return self.known[graph_id]
         path = find_by_id(graph_id, self.dirs)
         if path is None:
             return "no graph with that id next to this file or on GRAPHRUNNER_GRAPH_PATH"

@@ -1,13 +1,16 @@
 """Calling a tool: timeout, error classification, and retries with tenacity's wait strategies.
 
-Shared by the in-process runner and (later) the Celery tasks, so both classify and retry
-the same way.
+Shared by the in-process runner and the Celery tasks, so both classify and retry the same
+way; on a worker, long waits come back as `Deferred` so the step is rescheduled instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tenacity import RetryCallState, wait_exponential, wait_random
@@ -15,7 +18,8 @@ from tenacity import RetryCallState, wait_exponential, wait_random
 from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome
 from graphrunner.errors import PermissionDenied, ToolError, UnknownTool
 from graphrunner.model import RetryPolicy
-from graphrunner.tools import ToolContext, ToolRegistry
+from graphrunner.runner.cache import CacheSlot
+from graphrunner.tools import Defer, ToolContext, ToolRegistry
 
 Sleep = Callable[[float], Awaitable[Any]]
 
@@ -51,6 +55,19 @@ def retry_delay(policy: RetryPolicy, attempt: int) -> float:
     return float(min(wait(state), policy.max_delay))
 
 
+@dataclass(frozen=True)
+class Deferred:
+    """An action that must wait `delay` seconds: a retry backoff (`kind` retry) or a durable
+    sleep (`kind` timer, whose `result` stands when it comes due). `attempt` is the next
+    attempt (retry) or the one that asked to wait (timer); `retries` the failed attempts so far."""
+
+    kind: str
+    delay: float
+    attempt: int
+    retries: tuple[dict[str, Any], ...] = ()
+    result: Any = None
+
+
 async def call_tool(registry: ToolRegistry, call: ActionCall, context: ToolContext) -> Any:
     """Run one attempt; the node's timeout becomes a `timeout` ToolError."""
     tool = registry.get(call.tool)
@@ -66,22 +83,59 @@ async def call_tool(registry: ToolRegistry, call: ActionCall, context: ToolConte
         ) from None
 
 
+def check_serializable(call: ActionCall, result: Any) -> None:
+    """Raise a `validation` ToolError when `result` cannot be stored as JSON."""
+    try:
+        json.dumps(result)
+    except (TypeError, ValueError) as exc:
+        item = "" if call.item_index is None else f" (item {call.item_index})"
+        raise ToolError(
+            f"node '{call.node}'{item}: tool '{call.tool}' returned a result that is not "
+            f"JSON-serializable: {exc}",
+            error_type="UnserializableResult",
+            classification="validation",
+        ) from None
+
+
 async def dispatch(
     registry: ToolRegistry,
     call: ActionCall,
     context: ToolContext,
+    *,
     sleep: Sleep = asyncio.sleep,
-) -> ActionOutcome:
-    """Run `call` with its retry policies; never raises for an action error."""
-    attempt = 1
+    attempt: int = 1,
+    inline_wait: float = math.inf,
+    cache: CacheSlot | None = None,
+) -> ActionOutcome | Deferred:
+    """Run `call` from `attempt` on with its retry policies; never raises for an action error.
+
+    A retry wait up to `inline_wait` seconds is slept here; a longer one, or a tool asking
+    to `Defer`, comes back as `Deferred` for the caller to reschedule.
+    """
+    if cache is not None:
+        hit, value = cache.cache.cache_get(cache.digest)
+        if hit:
+            return ActionOutcome(result=value, attempts=0, cache_hit=True)
+    retries: list[dict[str, Any]] = []
     while True:
         try:
-            ctx = ToolContext(**{**context.__dict__, "attempt": attempt, "timeout": call.timeout})
-            return ActionOutcome(result=await call_tool(registry, call, ctx), attempts=attempt)
+            ctx = replace(context, attempt=attempt, timeout=call.timeout)
+            result = await call_tool(registry, call, ctx)
+            check_serializable(call, result)
+        except Defer as wait:
+            return Deferred("timer", wait.seconds, attempt, tuple(retries), wait.result)
         except Exception as exc:  # every action error is classified, none escapes
             failure = classify(exc)
+        else:
+            if cache is not None:
+                cache.cache.cache_set(cache.digest, result, cache.ttl)
+            return ActionOutcome(result=result, attempts=attempt, retries=tuple(retries))
         policy = policy_for(call.retry, failure)
         if policy is None or attempt >= policy.max_attempts:
-            return ActionOutcome(failure=failure, attempts=attempt)
-        await sleep(retry_delay(policy, attempt))
+            return ActionOutcome(failure=failure, attempts=attempt, retries=tuple(retries))
+        delay = retry_delay(policy, attempt)
+        retries.append({"attempt": attempt, "error": failure.to_dict(), "retry_in_s": round(delay, 3)})
+        if delay > inline_wait:
+            return Deferred("retry", delay, attempt + 1, tuple(retries))
+        await sleep(delay)
         attempt += 1

@@ -15,7 +15,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from graphrunner import engine
+from graphrunner.compiled import CompiledHook
 from graphrunner.engine import (
+    ActionCall,
     ActionFailure,
     ActionOutcome,
     ChildOutcome,
@@ -28,11 +30,13 @@ from graphrunner.engine import (
     StepPlan,
     StepResult,
 )
+from graphrunner.engine.outcomes import Control
 from graphrunner.engine.step import foreach_fails
 from graphrunner.errors import GraphrunnerError, RunError
 from graphrunner.model import ForeachNode
 from graphrunner.results import RunResult
-from graphrunner.runner.dispatch import dispatch
+from graphrunner.runner.cache import DEFAULT_TTL, CacheSlot, MemoryCache, ResultCache, cache_key
+from graphrunner.runner.dispatch import Deferred, dispatch
 from graphrunner.tools import ToolContext, ToolRegistry, default_registry
 
 if TYPE_CHECKING:
@@ -51,9 +55,20 @@ def utcnow() -> datetime:
 class LocalRunner:
     """Runs graphs to the end in this process, with the built-in and registered tools."""
 
-    def __init__(self, registry: ToolRegistry | None = None, on_step: StepObserver | None = None) -> None:
+    def __init__(
+        self,
+        registry: ToolRegistry | None = None,
+        on_step: StepObserver | None = None,
+        *,
+        deployment_hooks: Sequence[CompiledHook] = (),
+        cache: ResultCache | None = None,
+        cache_ttl: int = DEFAULT_TTL,
+    ) -> None:
         self.registry = registry or default_registry()
         self.on_step = on_step
+        self.deployment_hooks = tuple(deployment_hooks)
+        self.cache: ResultCache = cache if cache is not None else MemoryCache()
+        self.cache_ttl = cache_ttl
 
     async def invoke(
         self,
@@ -98,28 +113,24 @@ class LocalRunner:
         steps: list[dict[str, Any]] = []
         exception: RunError | None = None
         while snap.status is RunStatus.RUNNING:
-            plan, result, record = await self.advance(graph, snap)
-            steps.append(record)
+            plan, result, records = await self.advance(graph, snap)
+            steps += records
             snap, exception = result.snapshot, result.exception
             if self.on_step:
-                self.on_step(snap, record)
+                self.on_step(snap, records[-1])
             await self.after(graph, plan, result)
         return RunResult.from_snapshot(snap, steps, exception)
 
     async def advance(
         self, graph: Graph, snap: RunSnapshot, worker: str = "local"
-    ) -> tuple[StepPlan, StepResult, dict[str, Any]]:
-        """Take one step from `snap`: plan, do its I/O, complete it; with its transcript record."""
+    ) -> tuple[StepPlan, StepResult, list[dict[str, Any]]]:
+        """Take one step from `snap`: plan, do its I/O, complete it; with its transcript records
+        (one per retried attempt, then the step's own)."""
         started_at, started = utcnow().isoformat(), time.perf_counter()
         plan = engine.prepare(graph, snap, utcnow())
-        result = await self._step(graph, snap, plan)
-        record = {
-            **result.event.model_dump(),
-            "started_at": started_at,
-            "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-            "worker": worker,
-        }
-        return plan, result, record
+        result, retries = await self._step(graph, snap, plan)
+        record = step_record(result, started_at, started, worker)
+        return plan, result, [*retry_records(plan, retries, worker), record]
 
     async def after(self, graph: Graph, plan: StepPlan, result: StepResult) -> None:
         """Fire the hooks that follow a committed step, and `graph_completed` at the end."""
@@ -155,50 +166,77 @@ class LocalRunner:
                 graph, "after_step", snap, node=plan.node, next_node=snap.node, step_count=snap.step
             )
 
-    async def _step(self, graph: Graph, snap: RunSnapshot, plan: StepPlan) -> StepResult:
-        """Do the step's I/O, complete it, and let error hooks answer (retry/continue/fail)."""
+    async def _step(
+        self, graph: Graph, snap: RunSnapshot, plan: StepPlan
+    ) -> tuple[StepResult, tuple[dict[str, Any], ...]]:
+        """Do the step's I/O and complete it; error hooks may answer retry (the step runs again)."""
+        retries: tuple[dict[str, Any], ...] = ()
         for hook_round in range(MAX_HOOK_RETRIES + 1):
             outcome = await self._execute(graph, snap, plan)
-            result = engine.complete(graph, snap, plan, outcome, utcnow())
-            if result.event.status != "error" or plan.kind == "limit" or result.event.error is None:
-                return result
-            error = result.event.error
-            answer = engine.first_answer(
-                await self._hooks(
-                    graph,
-                    "error",
-                    snap,
-                    node=plan.node,
-                    error=error,
-                    classification=error.get("type"),
-                    step_count=snap.step,
-                )
+            retries += getattr(outcome, "retries", ())
+            result, answer = await self.finish(graph, snap, plan, outcome, hook_round)
+            if answer != "retry":
+                return result, retries
+        return result, retries
+
+    async def finish(
+        self, graph: Graph, snap: RunSnapshot, plan: StepPlan, outcome: Outcome, hook_round: int = 0
+    ) -> tuple[StepResult, Control | None]:
+        """Complete the step with `outcome`, letting error hooks answer.
+
+        Returns the result and `"retry"` when a hook asked to run the step again (at most
+        `MAX_HOOK_RETRIES` times); a `continue`/`fail` answer is already applied.
+        """
+        result = engine.complete(graph, snap, plan, outcome, utcnow())
+        if result.event.status != "error" or plan.kind == "limit" or result.event.error is None:
+            return result, None
+        error = result.event.error
+        answer = engine.first_answer(
+            await self._hooks(
+                graph,
+                "error",
+                snap,
+                node=plan.node,
+                error=error,
+                classification=error.get("type"),
+                step_count=snap.step,
             )
-            if answer == "retry" and hook_round < MAX_HOOK_RETRIES:
-                continue
-            if answer in ("continue", "fail"):
-                return engine.complete(graph, snap, plan, _with_control(outcome, answer), utcnow())
-            return result
-        return result
+        )
+        if answer == "retry" and hook_round < MAX_HOOK_RETRIES:
+            return result, "retry"
+        if answer in ("continue", "fail"):
+            return engine.complete(graph, snap, plan, _with_control(outcome, answer), utcnow()), None
+        return result, None
 
     async def _execute(self, graph: Graph, snap: RunSnapshot, plan: StepPlan) -> Outcome:
         if plan.failure is not None or plan.kind in ("gate", "pause", "return", "limit"):
             return NoOutcome()
         if plan.kind == "action":
             assert plan.call is not None
-            return await dispatch(self.registry, plan.call, self._context(snap, plan))
+            return await self.call(snap, plan.call, self._context(snap, plan))
         if plan.kind == "foreach":
             return await self._foreach(graph, snap, plan)
         return await self._child(graph, snap, plan)
 
+    async def call(self, snap: RunSnapshot, call: ActionCall, context: ToolContext) -> ActionOutcome:
+        """Dispatch `call` to the end in this process: waits are slept here (not durable)."""
+        outcome = await dispatch(self.registry, call, context, cache=self.cache_slot(snap.graph_hash, call))
+        while isinstance(outcome, Deferred):
+            await asyncio.sleep(outcome.delay)
+            if outcome.kind == "timer":
+                return ActionOutcome(outcome.result, attempts=outcome.attempt, retries=outcome.retries)
+            outcome = await dispatch(self.registry, call, context, attempt=outcome.attempt)
+        return outcome
+
+    def cache_slot(self, graph_hash: str, call: ActionCall) -> CacheSlot | None:
+        """Where `call`'s result is cached, when its node has `cache_result`."""
+        if not call.cache or call.tool not in self.registry:
+            return None
+        version = self.registry.get(call.tool).version
+        return CacheSlot(self.cache, cache_key(graph_hash, call, version), self.cache_ttl)
+
     def _context(self, snap: RunSnapshot, plan: StepPlan, index: int | None = None) -> ToolContext:
-        return ToolContext(
-            run_id=snap.run_id,
-            graph_id=snap.graph_id,
-            node=plan.node,
-            step=plan.step,
-            item_index=index,
-        )
+        return tool_context(snap, plan.node, plan.step, index)
 
     async def _item(
         self, graph: Graph, snap: RunSnapshot, plan: StepPlan, index: int, item: Any
@@ -206,7 +244,7 @@ class LocalRunner:
         call = engine.item_call(graph.nodes[plan.node], snap, index, item, utcnow())
         if isinstance(call, ActionFailure):
             return ItemOutcome(index, item, ActionOutcome(failure=call))
-        return ItemOutcome(index, item, await dispatch(self.registry, call, self._context(snap, plan, index)))
+        return ItemOutcome(index, item, await self.call(snap, call, self._context(snap, plan, index)))
 
     async def _foreach(self, graph: Graph, snap: RunSnapshot, plan: StepPlan) -> ForeachOutcome:
         spec = graph.nodes[plan.node].spec
@@ -231,15 +269,9 @@ class LocalRunner:
 
     async def _child(self, graph: Graph, snap: RunSnapshot, plan: StepPlan) -> ChildOutcome:
         assert plan.child_graph is not None
-        limit = graph.spec.config.max_depth
-        if snap.depth + 1 > limit:
-            return ChildOutcome(
-                "failed",
-                error={
-                    "type": "limit_exceeded",
-                    "message": f"subgraph nesting deeper than max_depth {limit}",
-                },
-            )
+        too_deep = engine.too_deep(graph, snap)
+        if too_deep is not None:
+            return ChildOutcome("failed", error=too_deep)
         try:
             child = graph.subgraph(plan.child_graph)
             inputs, state = child.split_child_values(plan.child_values or {})
@@ -256,14 +288,35 @@ class LocalRunner:
         return ChildOutcome(result.status, result.state, result.output, result.error)
 
     async def _hooks(self, graph: Graph, event: str, snap: RunSnapshot, **data: Any) -> list[Any]:
-        """Dispatch the graph's hooks for `event`; a failing hook is logged and ignored."""
-        answers = []
-        for call in engine.hook_calls(graph, event, snap, utcnow(), **data):
-            outcome = await dispatch(
-                self.registry, call, ToolContext(snap.run_id, snap.graph_id, call.node, snap.step)
-            )
+        """Dispatch the graph's hooks for `event`, then the deployment's (which only observe).
+
+        Returns the graph hooks' results; a hook that fails is logged and ignored.
+        """
+        answers = await self._fire(graph.hooks, event, snap, data, f"graph {graph.id}")
+        await self._fire(self.deployment_hooks, event, snap, data, "the deployment")
+        return answers
+
+    async def _fire(
+        self,
+        hooks: Sequence[CompiledHook],
+        event: str,
+        snap: RunSnapshot,
+        data: dict[str, Any],
+        owner: str,
+    ) -> list[Any]:
+        answers: list[Any] = []
+        if not hooks:
+            return answers
+        for call in engine.hook_calls(hooks, event, snap, utcnow(), **data):
+            try:
+                outcome = await self.call(
+                    snap, call, ToolContext(snap.run_id, snap.graph_id, call.node, snap.step)
+                )
+            except Exception as exc:  # a hook must never break the run
+                log.warning("hook %s of %s raised: %s", call.node, owner, exc)
+                continue
             if outcome.failure is not None:
-                log.warning("hook %s of graph %s failed: %s", call.node, graph.id, outcome.failure.message)
+                log.warning("hook %s of %s failed: %s", call.node, owner, outcome.failure.message)
                 continue
             answers.append(outcome.result)
         return answers
@@ -272,3 +325,39 @@ class LocalRunner:
 def _with_control(outcome: Outcome, answer: Any) -> Outcome:
     """The outcome with a hook's control answer attached."""
     return replace(outcome, control=answer)
+
+
+def tool_context(
+    snap: RunSnapshot, node: str, step: int, index: int | None = None, **extra: Any
+) -> ToolContext:
+    """What a tool is told about the dispatch: run, graph, node, step, item."""
+    return ToolContext(
+        run_id=snap.run_id, graph_id=snap.graph_id, node=node, step=step, item_index=index, **extra
+    )
+
+
+def step_record(result: StepResult, started_at: str, started: float, worker: str) -> dict[str, Any]:
+    """The transcript record of a finished step."""
+    return {
+        **result.event.model_dump(),
+        "started_at": started_at,
+        "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+        "worker": worker,
+    }
+
+
+def retry_records(plan: StepPlan, retries: Sequence[dict[str, Any]], worker: str) -> list[dict[str, Any]]:
+    """One transcript record per failed attempt that was retried."""
+    return [
+        {
+            "step": plan.step,
+            "node": plan.node,
+            "status": "retry",
+            "attempts": r["attempt"],
+            "error": r["error"],
+            "retry_in_s": r["retry_in_s"],
+            "at": utcnow().isoformat(),
+            "worker": worker,
+        }
+        for r in retries
+    ]

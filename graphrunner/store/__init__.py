@@ -1,6 +1,15 @@
 """Storage of runs: the `Store` interface and its Redis implementation."""
 
-from graphrunner.store.base import Committed, Created, RunSummary, StepEntry, Store
+from graphrunner.store.base import Committed, Created, Fence, RunSummary, StepEntry, Store
 from graphrunner.store.redis_store import RedisStore, StoreUnavailable
 
-__all__ = ["Committed", "Created", "RedisStore", "RunSummary", "StepEntry", "Store", "StoreUnavailable"]
+__all__ = [
+    "Committed",
+    "Created",
+    "Fence",
+    "RedisStore",
+    "RunSummary",
+    "StepEntry",
+    "Store",
+    "StoreUnavailable",
+]

@@ -18,8 +18,22 @@ class Created:
 
 
 @dataclass(frozen=True)
+class Fence:
+    """Where a commit expects the run to be: at `step`, suspended `phase` times, in `status`."""
+
+    step: int
+    phase: int = 0
+    status: str = "running"
+
+    @classmethod
+    def of(cls, snap: RunSnapshot) -> Fence:
+        """The fence for a commit that follows `snap`."""
+        return cls(snap.step, snap.phase, snap.status.value)
+
+
+@dataclass(frozen=True)
 class Committed:
-    """The result of `commit_step`: committed, or fenced off by the run's current step/status."""
+    """The result of `commit`: committed, or fenced off by the run's current step/status."""
 
     committed: bool
     current_step: int | None = None
@@ -57,9 +71,27 @@ class Store(Protocol):
 
     def load_run(self, run_id: str, with_path: bool = False) -> RunSnapshot | None: ...
 
-    def commit_step(
-        self, expected_step: int, snap: RunSnapshot, record: dict[str, Any], walked: Sequence[str] = ()
+    def commit(
+        self,
+        fence: Fence,
+        snap: RunSnapshot,
+        records: Sequence[dict[str, Any]] = (),
+        walked: Sequence[str] = (),
     ) -> Committed: ...
+
+    def mark_dispatched(self, run_id: str, phase: int) -> None: ...
+
+    def save_item(self, run_id: str, tag: str, index: int, record: dict[str, Any]) -> bool: ...
+
+    def count_items(self, run_id: str, tag: str) -> int: ...
+
+    def load_items(self, run_id: str, tag: str, total: int) -> list[dict[str, Any] | None]: ...
+
+    def drop_items(self, run_id: str, tag: str) -> None: ...
+
+    def cache_get(self, digest: str) -> tuple[bool, Any]: ...
+
+    def cache_set(self, digest: str, value: Any, ttl: int) -> None: ...
 
     def steps(self, run_id: str, after: str = "-", count: int | None = None) -> list[StepEntry]: ...
 

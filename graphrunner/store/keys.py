@@ -42,3 +42,13 @@ def index_graph(graph_id: str) -> str:
 def index_status(status: str) -> str:
     """Sorted set: the runs in one status, scored by creation time (ms)."""
     return f"{PREFIX}:idx:status:{status}"
+
+
+def items(run_id: str, tag: str) -> str:
+    """Hash: the results of one foreach's items by index (`tag` is `step.phase` of its start)."""
+    return f"{PREFIX}:run:{{{run_id}}}:items:{tag}"
+
+
+def cache(digest: str) -> str:
+    """String: a cached node result (JSON), under the digest of DESIGN §2.9's cache key."""
+    return f"{PREFIX}:cache:{digest}"

@@ -1,7 +1,7 @@
 """`RedisStore`: runs, state, transcripts, indexes and graph definitions in Redis.
 
 Per step a worker makes two store round trips: `load_run` (one HMGET) and
-`commit_step` (one EVALSHA, fenced). Index updates happen only when a run's status
+`commit` (one EVALSHA, fenced on step, phase and status). Index updates happen only when a run's status
 changes. Connection errors are retried with backoff, then raised as `StoreUnavailable`.
 """
 
@@ -19,10 +19,12 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 from graphrunner.engine import RunSnapshot
 from graphrunner.errors import GraphrunnerError
 from graphrunner.store import keys
-from graphrunner.store.base import Committed, Created, RunSummary, StepEntry
+from graphrunner.store.base import Committed, Created, Fence, RunSummary, StepEntry
 
 T = TypeVar("T")
 CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
+ITEMS_TTL = 7 * 24 * 3600  # item results outlive a stalled foreach, then go
+ITEMS_BATCH = 1000
 
 
 class StoreUnavailable(GraphrunnerError):
@@ -119,22 +121,30 @@ class RedisStore:
         data = {**json.loads(meta), "state": json.loads(state or "{}"), "path": walked}
         return RunSnapshot.model_validate(data)
 
-    def commit_step(
-        self, expected_step: int, snap: RunSnapshot, record: dict[str, Any], walked: Sequence[str] = ()
+    def commit(
+        self,
+        fence: Fence,
+        snap: RunSnapshot,
+        records: Sequence[dict[str, Any]] = (),
+        walked: Sequence[str] = (),
     ) -> Committed:
-        """Write the new snapshot, its transcript record and the nodes `walked`, fenced on `expected_step`.
+        """Write the new snapshot, transcript records and the nodes `walked`, if the run is at `fence`.
 
         The snapshot is stored without its path: the path grows with every step, so it is kept
         in a list the commit appends to, and read back only for results.
         """
         args = [
-            expected_step,
+            fence.step,
+            fence.phase,
+            fence.status,
             snap.step,
+            snap.phase,
             snap.status.value,
             _meta(snap),
             json.dumps(snap.state),
-            json.dumps(record, default=str),
             now_ms(),
+            len(records),
+            *(json.dumps(r, default=str) for r in records),
             *walked,
         ]
         run_keys = [keys.run(snap.run_id), keys.steps(snap.run_id), keys.path(snap.run_id)]
@@ -142,9 +152,56 @@ class RedisStore:
         if int(reply[0]) == 0:
             step = int(reply[1]) if reply[1] not in ("", None) else None
             return Committed(False, step, str(reply[2]) or None)
-        if snap.status.value != "running":
-            self._restatus(snap.run_id, "running", snap.status.value)
+        if snap.status.value != fence.status:
+            self._restatus(snap.run_id, fence.status, snap.status.value)
         return Committed(True)
+
+    def mark_dispatched(self, run_id: str, phase: int) -> None:
+        """Record that what the suspension at `phase` waits for has been sent (see `dispatched`)."""
+        self._call(lambda: self.redis.hset(keys.run(run_id), "dispatched", phase))
+
+    def dispatched(self, run_id: str) -> int:
+        """The last phase whose work was marked sent (-1 if none)."""
+        raw = self._call(lambda: self.redis.hget(keys.run(run_id), "dispatched"))
+        return int(raw) if raw not in (None, "") else -1
+
+    def save_item(self, run_id: str, tag: str, index: int, record: dict[str, Any]) -> bool:
+        """Record one foreach item's result; the first record of an index wins (idempotent)."""
+        key = keys.items(run_id, tag)
+
+        def write() -> bool:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.hsetnx(key, str(index), json.dumps(record))
+            pipe.expire(key, ITEMS_TTL)
+            return bool(pipe.execute()[0])
+
+        return self._call(write)
+
+    def count_items(self, run_id: str, tag: str) -> int:
+        """How many distinct items of a foreach have a result."""
+        return int(self._call(lambda: self.redis.hlen(keys.items(run_id, tag))))
+
+    def load_items(self, run_id: str, tag: str, total: int) -> list[dict[str, Any] | None]:
+        """The results of items 0..total-1 in item order (None where missing), read in batches."""
+        key, found = keys.items(run_id, tag), []
+        for start in range(0, total, ITEMS_BATCH):
+            fields = [str(i) for i in range(start, min(total, start + ITEMS_BATCH))]
+            raw = self._call(lambda f=fields: self.redis.hmget(key, f))  # type: ignore[misc]
+            found += [json.loads(r) if r else None for r in raw]
+        return found
+
+    def drop_items(self, run_id: str, tag: str) -> None:
+        """Delete a finished foreach's item results."""
+        self._call(lambda: self.redis.delete(keys.items(run_id, tag)))
+
+    def cache_get(self, digest: str) -> tuple[bool, Any]:
+        """(hit, value) for a cached node result."""
+        raw = self._call(lambda: self.redis.get(keys.cache(digest)))
+        return (True, json.loads(raw)) if raw is not None else (False, None)
+
+    def cache_set(self, digest: str, value: Any, ttl: int) -> None:
+        """Cache a node result for `ttl` seconds."""
+        self._call(lambda: self.redis.set(keys.cache(digest), json.dumps(value), ex=max(1, ttl)))
 
     def _index(self, run_id: str, graph_id: str, old: str | None, new: str, score: int) -> None:
         def write() -> None:

@@ -1,9 +1,10 @@
 """Tools: what a node's action dispatches to."""
 
-from graphrunner.tools.base import Tool, ToolContext, parse_params
+from graphrunner.tools.base import Defer, Tool, ToolContext, parse_params
 from graphrunner.tools.registry import ToolRegistry, default_registry, register_tool
 
 __all__ = [
+    "Defer",
     "Tool",
     "ToolContext",
     "ToolRegistry",

@@ -21,12 +21,25 @@ class ToolContext:
     attempt: int = 1
     timeout: float | None = None
     item_index: int | None = None
+    durable: bool = False  # on a worker: a tool may `raise Defer(...)` instead of sleeping
 
     @property
     def idempotency_key(self) -> str:
         """A key that is the same for every attempt of this step (and foreach item)."""
         item = "" if self.item_index is None else f":{self.item_index}"
         return f"{self.run_id}:{self.step}{item}"
+
+
+class Defer(Exception):
+    """Raised by a tool (when `context.durable`) to finish after `seconds` without holding a worker.
+
+    The step is suspended and rescheduled; when it comes due, `result` is the tool's result.
+    """
+
+    def __init__(self, seconds: float, result: Any) -> None:
+        super().__init__(f"defer {seconds:g}s")
+        self.seconds = seconds
+        self.result = result
 
 
 @runtime_checkable

@@ -373,9 +373,11 @@ def test_watch_streams_past_and_new_steps(env: dict[str, str | None], tmp_path: 
     result = cli(env, "watch", run_id, "--timeout", "30")
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert [line.split()[3] for line in lines[:3]] == ["first", "wait", "done"]
-    assert all(line.startswith(f"[graph:{graph_id}] step ") for line in lines[:3])
-    assert lines[3] == f"run {run_id} completed (3 steps)"
+    # the durable sleep shows as a `sleeping` record, then the step itself
+    assert [line.split()[3:5] for line in lines[:4]] == [["first", "✓"], ["wait", "⏲"], ["wait", "✓"], ["done", "⏹"]]
+    assert "sleeping 1" in lines[1]
+    assert all(line.startswith(f"[graph:{graph_id}] step ") for line in lines[:4])
+    assert lines[4] == f"run {run_id} completed (3 steps)"
     assert result.stderr == ""
 
 

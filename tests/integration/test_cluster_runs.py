@@ -121,14 +121,22 @@ def test_a_redelivered_message_repairs_a_lost_enqueue(cluster: Client) -> None:
     )
     store, executor = cluster.store, cluster.runtime.executor
     lost: list[Any] = []
-    executor.enqueue, original = (lambda snap, g=None: lost.append(snap)), executor.enqueue
+
+    class LosingSender:  # the worker commits step 1, then its enqueue is "lost"
+        def __getattr__(self, name: str) -> Any:
+            return getattr(cluster.runtime, name)
+
+        def enqueue(self, snap: Any, graph: Any = None, countdown: Any = None) -> None:
+            lost.append(snap)
+
+    executor.sender = LosingSender()
     try:
         handle = cluster.submit(graph)
         deadline = time.monotonic() + 10
-        while not lost and time.monotonic() < deadline:  # the worker commits step 1; its enqueue is "lost"
+        while not lost and time.monotonic() < deadline:
             time.sleep(0.02)
     finally:
-        executor.enqueue = original
+        executor.sender = cluster.runtime
     assert lost and store.load_run(handle.id).step == 1  # type: ignore[union-attr]
     report = executor.execute(StepMessage(run_id=handle.id, step=0))  # the message is redelivered
     assert report.outcome == "repaired"

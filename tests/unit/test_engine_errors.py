@@ -37,7 +37,10 @@ def test_retry_then_success(run_yaml: Callable[..., RunResult]) -> None:
     assert result.status == "completed"
     assert result.state["answer"] == "ok"
     assert engine_targets.calls["k"] == 3
-    assert result.steps[0]["attempts"] == 3
+    # every attempt is in the transcript: two retried failures, then the step itself
+    assert [(s["status"], s["attempts"]) for s in result.steps] == [("retry", 1), ("retry", 2), ("end", 3)]
+    assert all(s["error"]["error_type"] == "ConnectionError" for s in result.steps[:2])
+    assert all(s["retry_in_s"] >= 0 for s in result.steps[:2])
 
 
 def test_retries_exhausted_then_on_error(run_yaml: Callable[..., RunResult]) -> None:

@@ -9,7 +9,7 @@ if existing then
   return {0, existing}
 end
 redis.call('HSET', KEYS[1],
-  'fingerprint', ARGV[1], 'status', ARGV[2], 'step', ARGV[3],
+  'fingerprint', ARGV[1], 'status', ARGV[2], 'step', ARGV[3], 'phase', '0',
   'snapshot', ARGV[4], 'state', ARGV[5], 'graph_id', ARGV[6],
   'created_at', ARGV[7], 'updated_at', ARGV[7])
 return {1}

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from graphrunner.errors import ToolError
-from graphrunner.tools.base import ToolContext, parse_params
+from graphrunner.tools.base import Defer, ToolContext, parse_params
 
 
 class EchoTool:
@@ -58,7 +58,7 @@ class SleepParams(BaseModel):
 
 
 class SleepTool:
-    """`sleep`: waits `seconds` in the worker (the durable version comes later)."""
+    """`sleep`: waits `seconds`; on a worker the step is rescheduled instead (durable, no slot held)."""
 
     name = "sleep"
     version = "1"
@@ -66,5 +66,7 @@ class SleepTool:
     async def run(self, params: dict[str, Any], context: ToolContext) -> Any:
         """Sleep, then return `{"slept": seconds}`."""
         p = parse_params(SleepParams, params, self.name)
+        if context.durable and p.seconds > 0:
+            raise Defer(p.seconds, {"slept": p.seconds})
         await asyncio.sleep(p.seconds)
         return {"slept": p.seconds}

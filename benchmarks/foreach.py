@@ -1,0 +1,240 @@
+"""Items per second of a graphrunner parallel foreach against a bare Celery chord of the same size.
+
+    python -m benchmarks.foreach [--sizes 1000,10000] [--repeat 2] [--json]
+
+See benchmarks/README.md ("foreach") for what it times and how to read the output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from benchmarks import memory, report
+from benchmarks.fanout import ChordDriver, FanOut, FanOutDriver, ForeachDriver
+from benchmarks.processes import Worker, running_worker, terminate_as_exit
+from benchmarks.steps import Bench, Phase, baseline_phase, check_quiet, environment, graphrunner_phase, say
+from graphrunner.embedded import EmbeddedRedis
+
+GRAPHRUNNER = "graphrunner"
+TARGET = 0.70  # graphrunner items/s over the chord's, per size
+WARM_UP = 50  # items of the fan-out each worker runs once before anything is timed
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side: its worker (command and environment) and the driver that times fan-outs on it."""
+
+    name: str
+    phase: Phase
+    driver: Callable[[], FanOutDriver]
+
+
+@dataclass(frozen=True)
+class Run:
+    """One timed fan-out: its time, and the VmHWM (MB) of the join process and of the worker's pool."""
+
+    size: int
+    side: str
+    seconds: float
+    submit_seconds: float
+    join_pid: int | None
+    join_role: str
+    join_peak_mb: float | None
+    pool_peak_mb: float | None
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line."""
+    p = argparse.ArgumentParser(prog="python -m benchmarks.foreach", description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="1000,10000", help="items per fan-out, e.g. 1000,10000")
+    p.add_argument("--repeat", type=int, default=2, help="interleaved repetitions (median reported)")
+    p.add_argument("--prefetch", type=int, default=1, help="worker prefetch multiplier (both sides)")
+    p.add_argument("--concurrency", type=int, default=2, help="prefork processes per worker")
+    p.add_argument("--loglevel", default="WARNING", help="worker log level (both sides)")
+    p.add_argument("--json", action="store_true", help="also print every figure as one JSON line")
+    args = p.parse_args(argv)
+    args.sizes = sorted({int(x) for x in args.sizes.split(",") if x})
+    if not args.sizes or min(args.sizes) < 1:
+        p.error("--sizes needs positive item counts")
+    return args
+
+
+def sides(bench: Bench) -> list[Side]:
+    """The chord baseline and graphrunner, with the workers benchmarks.steps uses (events off)."""
+    url, prefetch = bench.url, bench.args.prefetch
+    chord = baseline_phase(bench, prefetch, False)
+    foreach = graphrunner_phase(bench, prefetch, False)
+    return [
+        Side(report.BASELINE, chord, lambda: ChordDriver(url, prefetch)),
+        Side(GRAPHRUNNER, foreach, lambda: ForeachDriver(url, prefetch)),
+    ]
+
+
+def timed(driver: FanOutDriver, size: int, worker: Worker) -> FanOut:
+    """One fan-out of `size` items (at least 20 items/s, or it is stuck); a stuck one shows the log."""
+    try:
+        return driver.run(size, 60 + size / 20)
+    except TimeoutError as exc:
+        worker.check_alive()
+        raise TimeoutError(f"{exc}; worker log:\n{worker.tail()}") from exc
+
+
+def run_side(bench: Bench, side: Side, size: int, results: report.Results, runs: list[Run]) -> None:
+    """Start the side's worker, warm it up, time one fan-out of `size` items, read VmHWM, stop it."""
+    with running_worker(side.phase.name, side.phase.command, side.phase.env) as worker:
+        driver = side.driver()
+        try:
+            timed(driver, WARM_UP, worker)
+            f = timed(driver, size, worker)
+            run = _run(side.name, f, worker.process.pid)
+        finally:
+            driver.close()
+    runs.append(run)
+    results.add(report.Sample(bench.args.prefetch, str(size), side.name, f.rate, f.seconds))
+    say(
+        f"{side.name:11} {size:>6} items: {f.rate:7.0f} items/s ({f.seconds:.2f} s, submit "
+        f"{f.submit_seconds:.2f} s); join pid {f.join_pid} ({run.join_role}) VmHWM {run.join_peak_mb} MB, "
+        f"pool max {run.pool_peak_mb} MB"
+    )
+
+
+def _run(side: str, f: FanOut, worker_pid: int) -> Run:
+    """The timing and the memory figures of one fan-out, read while the worker is still up."""
+    pid = f.join_pid
+    pool = memory.group_peaks(worker_pid)
+    pool.pop(worker_pid, None)
+    return Run(
+        f.items,
+        side,
+        round(f.seconds, 4),
+        round(f.submit_seconds, 4),
+        pid,
+        "?" if pid is None else memory.role(pid, worker_pid),
+        None if pid is None else memory.peak_mb(pid),
+        max(pool.values()) if pool else None,
+    )
+
+
+def measure(bench: Bench) -> list[dict[str, Any]]:
+    """Every size, every repeat, a fresh worker each time, the two sides' order alternating."""
+    results = report.Results()
+    runs: list[Run] = []
+    for rep in range(bench.args.repeat):
+        for size in bench.args.sizes:
+            ordered = sides(bench)
+            for side in ordered if rep % 2 == 0 else reversed(ordered):
+                say(f"repeat {rep + 1}/{bench.args.repeat}: {side.name} worker, {size} items")
+                run_side(bench, side, size, results, runs)
+    return rows(results, runs, bench.args.prefetch)
+
+
+def rows(results: report.Results, runs: list[Run], prefetch: int) -> list[dict[str, Any]]:
+    """Rates, median, ratio to the chord, the target and the VmHWM figures, per (size, side)."""
+    found = []
+    for _, scenario, side in results.cells():
+        ratio = None if side == report.BASELINE else results.ratio(prefetch, scenario, side)
+        mine = [r for r in runs if (str(r.size), r.side) == (scenario, side)]
+        found.append(
+            {
+                "size": int(scenario),
+                "side": side,
+                "rates": [round(r, 1) for r in results.rates(prefetch, scenario, side)],
+                "median": round(results.median(prefetch, scenario, side) or 0.0, 1),
+                "ratio": None if ratio is None else round(ratio, 3),
+                "target": None if side == report.BASELINE else TARGET,
+                "met": None if ratio is None else ratio >= TARGET,
+                "join_peak_mb": _max(r.join_peak_mb for r in mine),
+                "join_roles": sorted({r.join_role for r in mine}),
+                "pool_peak_mb": _max(r.pool_peak_mb for r in mine),
+                "runs": [asdict(r) for r in mine],
+            }
+        )
+    return found
+
+
+def _max(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def table(records: list[dict[str, Any]]) -> str:
+    """The records as an aligned text table."""
+    head = (
+        "size",
+        "side",
+        "items/s (median)",
+        "ratio",
+        f"target >= {TARGET:.2f}x",
+        "join pid VmHWM MB",
+        "pool max VmHWM MB",
+        "each run (items/s)",
+    )
+    body = [
+        (
+            str(r["size"]),
+            r["side"],
+            f"{r['median']:.0f}",
+            "" if r["ratio"] is None else f"{r['ratio']:.2f}x",
+            "" if r["met"] is None else ("met" if r["met"] else "NOT met"),
+            _mb(r["join_peak_mb"], f" ({'/'.join(r['join_roles'])})"),
+            _mb(r["pool_peak_mb"]),
+            ", ".join(f"{x:.0f}" for x in r["rates"]),
+        )
+        for r in records
+    ]
+    return report.align([head, *body])
+
+
+def _mb(value: float | None, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:.1f}{suffix}"
+
+
+def notes(records: list[dict[str, Any]]) -> list[str]:
+    """What the memory columns mean, and a warning when the join pid is not a pool process."""
+    lines = [
+        "VmHWM: peak resident memory over a process's whole life, read right after the join; each "
+        f"worker runs only a warm-up ({WARM_UP} items) before the timed fan-out, so the figure is that "
+        "fan-out's peak (or the process's earlier peak, if higher).",
+        "join pid: the chord body's pool process / the process named by the `worker` field of the run's "
+        "last transcript record (pool = a prefork pool process, main = the worker's main process). "
+        "pool max: the largest VmHWM among the worker's pool processes, the join's among them.",
+    ]
+    if any(role != "pool" for r in records if r["side"] == GRAPHRUNNER for role in r["join_roles"]):
+        lines.append(
+            "warning: graphrunner's transcript names a process that is not a pool process (main: the "
+            "worker's own process) as the worker of the join step, so 'join pid VmHWM' is not the join's "
+            "memory for graphrunner; 'pool max' bounds it from above."
+        )
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; print the table (and the JSON line with --json)."""
+    args = parse_args(argv)
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    load_before = check_quiet()
+    if not memory.is_available():
+        say("no /proc here: the VmHWM figures will be missing")
+    with terminate_as_exit(), EmbeddedRedis() as server:
+        say(f"private Redis at {server.url}")
+        records = measure(Bench(server, args))
+        env = environment(server.url)
+    env["load_average"] = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
+    print(table(records))
+    for line in notes(records):
+        print(line)
+    if args.json:
+        settings = {k: v for k, v in vars(args).items() if k != "json"}
+        print(json.dumps({"date": started, "settings": settings, "environment": env, "rows": records}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Foreach items on a worker: the item message's call, running one item, and its record.
+
+An item task never raises: it records `{ok, result | error, attempts}` in Redis under its
+index (the first record of an index wins, so a redelivered item is counted once) and
+returns nothing, so Celery's chord only counts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from graphrunner.cluster.messages import ItemMessage
+from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome, ItemOutcome
+from graphrunner.model import RetryPolicy
+from graphrunner.runner import LocalRunner
+from graphrunner.runner.dispatch import Deferred, dispatch
+from graphrunner.store import RedisStore
+from graphrunner.tools import ToolContext
+
+
+def call_payload(call: ActionCall) -> dict[str, Any]:
+    """An `ActionCall` as JSON for an item message."""
+    data = asdict(call)
+    data["retry"] = [p.model_dump(mode="json") for p in call.retry]
+    return data
+
+
+def call_from(payload: dict[str, Any]) -> ActionCall:
+    """The `ActionCall` of an item message."""
+    retry = tuple(RetryPolicy.model_validate(p) for p in payload.get("retry", ()))
+    return ActionCall(**{**payload, "retry": retry})
+
+
+def record_of(outcome: ActionOutcome) -> dict[str, Any]:
+    """What is stored for one item."""
+    record: dict[str, Any] = {"ok": outcome.ok, "attempts": outcome.attempts}
+    if outcome.failure is not None:
+        record["error"] = outcome.failure.to_dict()
+    else:
+        record["result"] = outcome.result
+    if outcome.cache_hit:
+        record["cache_hit"] = True
+    return record
+
+
+def failed_record(failure: ActionFailure) -> dict[str, Any]:
+    """The record of an item that could not be dispatched (bad params, capability denied)."""
+    return record_of(ActionOutcome(failure=failure))
+
+
+def outcome_of(index: int, item: Any, record: dict[str, Any] | None) -> ItemOutcome:
+    """An item's outcome from its stored record."""
+    if record is None:
+        failure = ActionFailure("permanent", f"item {index}: its result is missing", "MissingItemResult")
+        return ItemOutcome(index, item, ActionOutcome(failure=failure))
+    attempts = int(record.get("attempts", 1))
+    if record.get("ok"):
+        outcome = ActionOutcome(
+            record.get("result"), attempts=attempts, cache_hit=bool(record.get("cache_hit"))
+        )
+        return ItemOutcome(index, item, outcome)
+    error = record.get("error") or {}
+    failure = ActionFailure(error.get("type", "permanent"), error.get("message", ""), error.get("error_type"))
+    return ItemOutcome(index, item, ActionOutcome(failure=failure, attempts=attempts))
+
+
+class ItemRunner:
+    """Runs item messages: dispatch the call, record the result."""
+
+    def __init__(self, store: RedisStore, runner: LocalRunner, inline_wait: float) -> None:
+        self.store = store
+        self.runner = runner
+        self.inline_wait = inline_wait
+
+    async def run(self, msg: ItemMessage) -> Deferred | None:
+        """Run the item; a `Deferred` means: send it again later (nothing was recorded)."""
+        call = call_from(msg.call)
+        if msg.timer is not None:
+            outcome: ActionOutcome | Deferred = ActionOutcome(msg.timer.get("result"), attempts=msg.attempt)
+        else:
+            context = ToolContext(
+                run_id=msg.run_id,
+                graph_id=msg.graph_id,
+                node=call.node,
+                step=msg.step,
+                item_index=msg.index,
+                durable=True,
+            )
+            outcome = await dispatch(
+                self.runner.registry,
+                call,
+                context,
+                attempt=msg.attempt,
+                inline_wait=self.inline_wait,
+                cache=self.runner.cache_slot(msg.graph_hash, call),
+            )
+        if isinstance(outcome, Deferred):
+            return outcome
+        self.store.save_item(msg.run_id, msg.tag, msg.index, record_of(outcome))
+        return None
+
+
+def later(msg: ItemMessage, deferred: Deferred) -> dict[str, Any]:
+    """The payload of the item message that goes on after `deferred`'s wait."""
+    timer = {"result": deferred.result} if deferred.kind == "timer" else None
+    return msg.model_copy(update={"attempt": deferred.attempt, "timer": timer}).model_dump()

@@ -1,0 +1,16 @@
+"""What makes two runs the same run: the fingerprint stored with a run record."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from graphrunner.graph import Graph
+
+
+def fingerprint(graph: Graph, inputs: Mapping[str, Any], capabilities: Sequence[str]) -> str:
+    """What makes two submits with one run id the same run: graph version, inputs, capabilities."""
+    body = json.dumps([graph.content_hash, inputs, list(capabilities)], sort_keys=True, default=str)
+    return hashlib.sha256(body.encode()).hexdigest()

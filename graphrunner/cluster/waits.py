@@ -1,0 +1,68 @@
+"""What a suspended step waits for, kept in the run record between its tasks.
+
+A step that cannot finish in one task (a long retry backoff, a durable sleep, the items
+of a foreach, a child run, a hook asking to run it again) commits a `Wait` and bumps the
+run's `phase`; the task that goes on with it carries that phase, so every commit of the
+step stays fenced.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+WaitKind = Literal["retry", "timer", "restart", "foreach", "items", "child"]
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A suspended step: why, until when, and where it stands.
+
+    - retry / timer: the action waits `due`; then attempt `attempt` (retry), or the timer's
+      `result` stands (timer: a durable `sleep`).
+    - restart: an error hook answered `retry`; the step runs again as round `hook_round`.
+    - foreach: parallel items `[0, upto)` of `total` have been sent; results under `tag`.
+    - items: items run one at a time in a task; item `next` is the next to run.
+    - child: the child run `child` is running.
+    """
+
+    kind: WaitKind
+    hook_round: int = 0
+    due: float | None = None
+    attempt: int = 1
+    timer: dict[str, Any] | None = None
+    tag: str = ""
+    total: int = 0
+    upto: int = 0
+    next: int = 0
+    failed: int = 0
+    child: str = ""
+    retries: tuple[dict[str, Any], ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form kept in the run's snapshot."""
+        return {k: v for k, v in asdict(self).items() if v not in (None, "", (), 0) or k == "kind"}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Wait:
+        """The wait stored in a snapshot."""
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        if "retries" in known:
+            known["retries"] = tuple(known["retries"])
+        return cls(**known)
+
+    def remaining(self, now: float | None = None) -> float:
+        """Seconds until `due` (0 when due or no due time)."""
+        if self.due is None:
+            return 0.0
+        return max(0.0, self.due - (time.time() if now is None else now))
+
+    def but(self, **changes: Any) -> Wait:
+        """A copy with `changes`."""
+        return replace(self, **changes)
+
+
+def timed(kind: WaitKind, delay: float, **fields: Any) -> Wait:
+    """A wait of `kind` that comes due in `delay` seconds."""
+    return Wait(kind, due=time.time() + delay, **fields)
