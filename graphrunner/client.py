@@ -6,6 +6,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +14,13 @@ from graphrunner import engine
 from graphrunner.cluster.app import Runtime
 from graphrunner.cluster.messages import check_run_id
 from graphrunner.cluster.runs import fingerprint
-from graphrunner.engine import RunSnapshot, RunStatus
+from graphrunner.engine import ResumeError, RunSnapshot, RunStatus
 from graphrunner.errors import GraphrunnerError
 from graphrunner.graph import Graph
 from graphrunner.loading import load_graph
 from graphrunner.results import RunResult
 from graphrunner.settings import Settings
-from graphrunner.store import RunSummary
+from graphrunner.store import Fence, RunSummary
 
 WAIT_SLICE_MS = 1000
 SETTLED = {RunStatus.PAUSED} | set(engine.RunStatus) - {RunStatus.PENDING, RunStatus.RUNNING}
@@ -97,6 +98,37 @@ class Client:
         if existing is not None and existing.status is RunStatus.RUNNING and existing.step == 0:
             self.runtime.enqueue(existing, loaded)
         return RunHandle(self, run_id)
+
+    def resume(self, run_id: str, state_patch: Mapping[str, Any] | None = None) -> RunHandle:
+        """Continue a paused (or failed, cancelled) run at its node, with `state_patch` merged in.
+
+        The patch is checked against the graph's state schema first; the run stays pinned to
+        the graph version it started with. Raises `RunNotFound`, `ResumeError` or
+        `StateValidationError`, and changes nothing then.
+        """
+        handle = self.run(run_id)
+        snap = handle.snapshot()
+        if state_patch is not None and not isinstance(state_patch, Mapping):
+            raise ResumeError(
+                f"a state patch must be a mapping of field to value, got {type(state_patch).__name__}"
+            )
+        graph = self.runtime.executor.graphs.get(snap.graph_hash)
+        resumed = engine.resume(graph, snap, datetime.now(UTC), state_patch)
+        resumed = resumed.model_copy(update={"phase": 0, "wait": None})
+        record = {
+            "step": snap.step,
+            "node": snap.node,
+            "status": "resumed",
+            "from": snap.status.value,
+            "changed_keys": sorted(state_patch or {}),
+        }
+        if not self.store.commit(Fence.of(snap), resumed, [record]).committed:
+            raise ResumeError(f"run {run_id} changed while it was being resumed; look at it and try again")
+        if resumed.status is RunStatus.RUNNING:
+            self.runtime.enqueue(resumed, graph)
+        elif resumed.status.finished and resumed.parent:
+            self.runtime.notify(resumed.parent["run_id"], resumed.parent["step"], resumed.parent["phase"])
+        return handle
 
     def run(self, run_id: str) -> RunHandle:
         """A handle on an existing run; raises `RunNotFound`."""

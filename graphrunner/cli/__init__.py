@@ -6,7 +6,7 @@ import click
 
 from graphrunner import __version__
 from graphrunner.cli.run import run
-from graphrunner.cli.runs import state, status, steps, submit, wait, watch
+from graphrunner.cli.runs import resume, state, status, steps, submit, wait, watch
 from graphrunner.cli.runs_list import list_runs
 from graphrunner.cli.schema import schema
 from graphrunner.cli.validate import validate
@@ -28,6 +28,7 @@ main.add_command(submit)
 main.add_command(status)
 main.add_command(wait)
 main.add_command(watch)
+main.add_command(resume)
 main.add_command(state)
 main.add_command(steps)
 main.add_command(list_runs)

@@ -17,7 +17,9 @@ def format_step(graph_id: str, record: Mapping[str, Any]) -> str:
     if duration:
         parts.append(duration)
     if record.get("status") == "retry":
-        parts.append(f"attempt {record.get('attempts', '?')} failed, retrying in {record.get('retry_in_s', '?')}s")
+        parts.append(
+            f"attempt {record.get('attempts', '?')} failed, retrying in {record.get('retry_in_s', '?')}s"
+        )
     if record.get("status") == "sleeping":
         parts.append(f"sleeping {record.get('sleep_s', '?')}s (no worker held)")
     keys = list(record.get("changed_keys") or ())

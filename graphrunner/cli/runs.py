@@ -1,7 +1,8 @@
-"""Commands on the runs of a cluster: `submit`, `status`, `wait`, `watch`, `state` and `steps`."""
+"""Commands on the runs of a cluster: `submit`, `status`, `wait`, `watch`, `resume`, `state`, `steps`."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -123,6 +124,51 @@ def settle(
     except WaitTimeout as exc:
         raise WaitTimeout(f"{exc}; it keeps running: graphrunner wait {handle.id}") from None
     return handle.result()
+
+
+@click.command("resume")
+@click.argument("run_id", metavar="RUN")
+@click.option(
+    "--state",
+    "patch",
+    callback=lambda ctx, param, value: parse_patch(value),
+    metavar="JSON",
+    help="Merge these fields into the state first, e.g. --state '{\"approved\": true}'.",
+)
+@click.option("--wait", "wait_for", is_flag=True, help="Wait for the run to settle and print its result.")
+@timeout_option
+@json_option
+def resume(
+    run_id: str, patch: dict[str, Any] | None, wait_for: bool, timeout: float | None, as_json: bool
+) -> None:
+    """Continue a paused, failed or cancelled run at its node (optionally with a state patch)."""
+    with reported_errors(), cluster_client() as client:
+        handle = client.resume(run_id, patch)
+        if not wait_for:
+            if as_json:
+                print_json({"run_id": handle.id, "status": handle.status()})
+            else:
+                click.echo(f"run {handle.id} resumed")
+            return
+        result = settle(client, run_id, timeout, lambda _: None)
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        click.echo(human_summary(result))
+    raise click.exceptions.Exit(0 if result.ok else 1)
+
+
+def parse_patch(value: str | None) -> dict[str, Any] | None:
+    """The `--state` JSON object; a usage error names what is wrong with it."""
+    if value is None:
+        return None
+    try:
+        patch = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}") from None
+    if not isinstance(patch, dict):
+        raise click.BadParameter(f"must be a JSON object of field to value, got {type(patch).__name__}")
+    return patch
 
 
 @click.command("state")

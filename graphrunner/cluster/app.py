@@ -8,6 +8,7 @@ from typing import Any
 
 from celery import Celery, Signature, chord
 
+from graphrunner.cluster.backend import backend_url
 from graphrunner.cluster.executor import INLINE_WAIT, StepExecutor
 from graphrunner.cluster.items import ItemRunner, later
 from graphrunner.cluster.messages import ITEM_TASK_NAME, TASK_NAME, BadMessage, ItemMessage, StepMessage
@@ -100,7 +101,9 @@ class Runtime:
 
 def create_app(settings: Settings) -> Celery:
     """A Celery app configured for graphrunner (JSON only, acks late, reject on worker lost)."""
-    app = Celery("graphrunner", broker=settings.broker, backend=settings.redis_url, set_as_current=False)
+    assert settings.redis_url is not None
+    backend = backend_url(settings.redis_url)
+    app = Celery("graphrunner", broker=settings.broker, backend=backend, set_as_current=False)
     app.conf.update(
         task_serializer="json",
         result_serializer="json",

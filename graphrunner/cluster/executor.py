@@ -42,6 +42,7 @@ def worker_name() -> str:
     """`host:pid` of the process taking the step (a prefork pool process, not the parent)."""
     return f"{socket.gethostname()}:{os.getpid()}"
 
+
 INLINE_WAIT = 1.0  # retry waits up to this many seconds are slept in the task; longer ones reschedule
 FANOUT_CHUNK = 1000
 
@@ -192,7 +193,10 @@ class StepExecutor:
         if answer == "retry":  # an error hook asked for the step again
             return self.suspend_and_send(graph, snap, Wait("restart", hook_round=hook_round + 1))
         final = result.snapshot.model_copy(update={"phase": 0, "wait": None})
-        records = [*retry_records(plan, retries, worker_name()), step_record(result, started_at, started, worker_name())]
+        records = [
+            *retry_records(plan, retries, worker_name()),
+            step_record(result, started_at, started, worker_name()),
+        ]
         walked = final.path[len(snap.path) :]
         if not self.store.commit(Fence.of(snap), final, records, walked).committed:
             log.info("step %s of run %s was already committed; duplicate dropped", plan.step, snap.run_id)

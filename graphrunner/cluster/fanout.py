@@ -10,6 +10,7 @@ here (`sequence` runs them in the step's task).
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from graphrunner import engine
@@ -35,7 +36,7 @@ async def start(ex: StepExecutor, graph: Graph, snap: RunSnapshot, plan: StepPla
     if not spec.parallel or total <= 1:
         return await sequence.run(ex, graph, snap, plan, None, hook_round)
     size = min(spec.max_concurrency or ex.chunk, ex.chunk)
-    tag = f"{plan.step}.{snap.phase + 1}"
+    tag = f"{plan.step}.{snap.phase + 1}.{uuid.uuid4().hex[:8]}"  # never another attempt's results
     wait = Wait("foreach", hook_round=hook_round, tag=tag, total=total, next=0, upto=min(total, size))
     return ex.suspend_and_send(graph, snap, wait)
 

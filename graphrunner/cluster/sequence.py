@@ -11,6 +11,7 @@ one message past the broker's visibility timeout.
 from __future__ import annotations
 
 import time
+import uuid
 from typing import TYPE_CHECKING
 
 from graphrunner import engine
@@ -34,7 +35,12 @@ async def run(
     spec = graph.nodes[plan.node].spec
     assert isinstance(spec, ForeachNode) and plan.items is not None
     if wait is None:
-        wait = Wait("items", hook_round=hook_round, tag=f"{plan.step}.{snap.phase}", total=len(plan.items))
+        wait = Wait(
+            "items",
+            hook_round=hook_round,
+            tag=f"{plan.step}.{snap.phase}.{uuid.uuid4().hex[:8]}",
+            total=len(plan.items),
+        )
     started = time.monotonic()
     index = wait.next
     while index < wait.total:
