@@ -1,5 +1,7 @@
 """graphrunner: declarative state graphs, run durably and in parallel on Celery and Redis."""
 
+from typing import Any
+
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import (
     ExpressionError,
@@ -26,6 +28,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "END",
+    "Client",
     "ExpressionError",
     "Graph",
     "GraphNotFound",
@@ -50,3 +53,12 @@ __all__ = [
     "parse_graph",
     "register_tool",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`graphrunner.Client`, imported on first use (it brings in Celery and redis-py)."""
+    if name == "Client":
+        from graphrunner.client import Client
+
+        return Client
+    raise AttributeError(f"module 'graphrunner' has no attribute {name!r}")

@@ -60,3 +60,8 @@ def route_by_n(state: dict[str, Any]) -> str:
 def route_raises(state: dict[str, Any]) -> str:
     """A routing function that raises."""
     raise ValueError("cannot route")
+
+
+def unserializable() -> Any:
+    """A result JSON cannot hold."""
+    return {1, 2}
