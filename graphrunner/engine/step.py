@@ -31,7 +31,11 @@ from graphrunner.model import ForeachNode, PauseNode, ReturnNode, SubgraphNode
 if TYPE_CHECKING:
     from graphrunner.graph import Graph
 
-CATEGORY_OF = {"timeout": "timeout", "permission_denied": "permission_denied"}
+CATEGORY_OF = {
+    "timeout": "timeout",
+    "permission_denied": "permission_denied",
+    "limit_exceeded": "limit_exceeded",
+}
 
 
 @dataclass(frozen=True)
@@ -270,7 +274,8 @@ def _after_foreach(s: _Step, outcome: ForeachOutcome) -> StepResult:
     spec = s.node.spec
     assert isinstance(spec, ForeachNode)
     failed = [i for i in outcome.items if not i.outcome.ok]
-    total = len(outcome.items)
+    # a sequential foreach stops at its failure: counts and tolerance are of the whole list
+    total = len(s.plan.items) if s.plan.items is not None else len(outcome.items)
     mode = error_mode(s.graph, spec)
     if foreach_fails(s.graph, spec, len(failed), total):
         first = failed[0]
@@ -309,10 +314,11 @@ def _after_child(s: _Step, outcome: ChildOutcome) -> StepResult:
     assert isinstance(spec, SubgraphNode)
     if outcome.status not in (RunStatus.COMPLETED, RunStatus.COMPLETED_WITH_ERRORS):
         error = outcome.error or {}
+        limit = error.get("type") == "limit_exceeded"  # e.g. nesting deeper than max_depth
         failure = ActionFailure(
-            "permanent",
+            "limit_exceeded" if limit else "permanent",
             f"subgraph '{spec.graph}' ended {outcome.status}: {error.get('message', 'no error recorded')}",
-            "SubgraphFailed",
+            "LimitExceeded" if limit else "SubgraphFailed",
         )
         return _on_failure(s, failure, 1, outcome.control)
     if spec.outputs is not None:

@@ -39,7 +39,8 @@ def load_hooks_file(path: Path, registry: ToolRegistry | None = None) -> tuple[C
         raise ConfigurationError(f"{where}: {problems}") from None
     compiled, issues = compile_hooks(hooks)
     known = registry or default_registry()
-    found = [f"{i.location or 'hooks'}: {i.message}" for i in issues]
+    # compile_hooks words its issues for a graph file (`config.hooks.N...`): here it is `hooks.N...`
+    found = [i.message.replace("config.hooks", "hooks") for i in issues]
     found += [
         f"hooks.{n}.action: unknown tool '{h.action.tool}'"
         for n, h in enumerate(hooks)

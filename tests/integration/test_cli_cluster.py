@@ -374,7 +374,12 @@ def test_watch_streams_past_and_new_steps(env: dict[str, str | None], tmp_path: 
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     # the durable sleep shows as a `sleeping` record, then the step itself
-    assert [line.split()[3:5] for line in lines[:4]] == [["first", "✓"], ["wait", "⏲"], ["wait", "✓"], ["done", "⏹"]]
+    assert [line.split()[3:5] for line in lines[:4]] == [
+        ["first", "✓"],
+        ["wait", "⏲"],
+        ["wait", "✓"],
+        ["done", "⏹"],
+    ]
     assert "sleeping 1" in lines[1]
     assert all(line.startswith(f"[graph:{graph_id}] step ") for line in lines[:4])
     assert lines[4] == f"run {run_id} completed (3 steps)"
