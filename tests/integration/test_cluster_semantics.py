@@ -292,12 +292,10 @@ def test_recursion_beyond_max_depth_fails_every_level(cluster: Client, tmp_path:
 
 
 def test_recursion_beyond_max_depth_is_limit_exceeded(cluster: Client, tmp_path: Path) -> None:
-    # BUG: the run whose subgraph node would nest deeper than max_depth fails with
-    # type `node_exception` ("subgraph '...' ended failed: subgraph nesting deeper than
-    # max_depth 2"), expected `limit_exceeded` (docs/graph-language.md error categories;
-    # engine.too_deep builds a limit_exceeded error). engine/step.py `_after_child` turns every
-    # failed ChildOutcome, including the too_deep error that never started a child, into a
-    # "permanent" SubgraphFailed ActionFailure, so the category is lost (cluster and in-process).
+    # Regression (fixed in 0103fb0): the run whose subgraph node would nest deeper than
+    # max_depth failed with `node_exception` instead of `limit_exceeded`, because
+    # engine/step.py `_after_child` turned every failed ChildOutcome, including engine.too_deep's
+    # limit_exceeded error, into a "permanent" SubgraphFailed failure (cluster and in-process).
     path = recursive_graph(tmp_path)
     run = cluster.submit(path)
     run.wait(timeout=30)
@@ -388,10 +386,15 @@ def test_a_child_that_pauses_parks_its_parent_until_the_child_is_resumed(
 ) -> None:
     run = cluster.submit(pausing_child_graphs(tmp_path))
     child_id = f"{run.id}.1"
+
+    def child_paused() -> bool:  # the parent lists the child just before the child run is created
+        try:
+            return cluster.run(child_id).status() == "paused"
+        except RunNotFound:
+            return False
+
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not (
-        run.snapshot().children and cluster.run(child_id).status() == "paused"
-    ):
+    while time.monotonic() < deadline and not child_paused():
         time.sleep(0.05)
     assert cluster.run(child_id).status() == "paused"
     parent = run.snapshot()
@@ -1112,12 +1115,9 @@ def test_a_bad_deployment_hooks_file_stops_the_worker_command(
 def test_a_bad_expression_in_the_hooks_file_is_located_as_written(
     cli_env: dict[str, str | None], tmp_path: Path
 ) -> None:
-    # BUG: for a hooks file whose `when` does not parse, the error reads
-    # "... (GRAPHRUNNER_HOOKS): config.hooks.0.when: config.hooks.0.when: does not parse: ..."
-    # -- the location is doubled and names `config.hooks`, which a hooks file does not have
-    # (expected "hooks.0.when: does not parse", like the other hooks file errors). Cause:
-    # loading/hooks_file.py reuses compile_hooks' issues, whose location and message are both
-    # already "config.hooks.N..." for graph files, and prefixes the location once more.
+    # Regression (fixed in 0103fb0): the error read "config.hooks.0.when: config.hooks.0.when:
+    # does not parse: ...", a doubled location naming `config.hooks`, which a hooks file does not
+    # have: loading/hooks_file.py prefixed compile_hooks' graph-file issues with their location.
     path = tmp_path / "hooks.yaml"
     path.write_text(BAD_HOOKS_FILES["bad-expression"], encoding="utf-8")
     result = cli({**cli_env, "GRAPHRUNNER_HOOKS": str(path)}, "worker")
