@@ -38,9 +38,17 @@ def timed(value: int, folder: str, seconds: float) -> dict[str, int]:
     return square(value)
 
 
-def marked(value: int, folder: str, seconds: float = 0.0) -> dict[str, int]:
-    """Append `value pid` to `folder`/calls, sleep `seconds`, return `square(value)`."""
+def marked(value: int, folder: str, seconds: float = 0.0, hold: str = "") -> dict[str, int]:
+    """Append `value pid` to `folder`/calls, sleep `seconds`, return `square(value)`.
+
+    When the file `hold` names this process's group (a worker process and its pool), the item
+    logs `value pid` to `folder`/held and blocks instead, until the worker is killed.
+    """
     _append(Path(folder) / "calls", f"{value} {os.getpid()}")
+    held = Path(hold) if hold else None
+    if held is not None and held.exists() and held.read_text(encoding="utf-8").strip() == str(os.getpgrp()):
+        _append(Path(folder) / "held", f"{value} {os.getpid()}")
+        time.sleep(120)
     if seconds:
         time.sleep(seconds)
     return square(value)

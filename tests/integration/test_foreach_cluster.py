@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import textwrap
 import time
@@ -15,9 +17,9 @@ import pytest
 from worker_procs import WorkerProcess
 
 from graphrunner import Graph, RunResult, engine, parse_graph
-from graphrunner.client import Client, RunHandle
+from graphrunner.client import Client, RunHandle, WaitTimeout
 from graphrunner.cluster.items import call_payload
-from graphrunner.cluster.messages import ITEM_TASK_NAME, ItemMessage
+from graphrunner.cluster.messages import ITEM_TASK_NAME, ItemMessage, StepMessage
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.engine import ActionCall
 
@@ -171,9 +173,10 @@ def test_items_that_fail_follow_error_mode_and_tolerance(
         assert distributed.error is not None and distributed.error["node"] == "fan"
         message = distributed.error["message"]
         assert f"first, item {bad[0]}: " in message and f"value {bad[0]} is bad" in message
-        if parallel:  # a sequential foreach stops at the failure: see the BUG test below
-            allowed = {None: 0, "2": 2, '"20%"': 2}[tolerated]
-            assert message.startswith(f"{len(bad)} of 10 items failed (tolerated {allowed}); ")
+        allowed = {None: 0, "2": 2, '"20%"': 2}[tolerated]
+        failed = len(bad) if parallel else allowed + 1  # a sequential foreach stops at the failure
+        # counts and tolerance are of the whole list, also when a sequential foreach stopped early
+        assert message.startswith(f"{failed} of 10 items failed (tolerated {allowed}); ")
         assert distributed.state["out"] == []  # nothing collected from a failed node
     else:
         assert distributed.state["out"] == good  # the successful items, in item order
@@ -186,26 +189,6 @@ def test_items_that_fail_follow_error_mode_and_tolerance(
     else:
         assert distributed.errors == []
     assert item_keys(cluster, run.id) == []  # the item results are dropped once the step commits
-
-
-def test_a_sequential_foreach_that_stops_early_reports_the_tolerance_of_the_whole_list(
-    cluster: Client,
-) -> None:
-    # BUG: a sequential foreach that stops at its failure reports the count and tolerance of the
-    # items run so far, not of the list. Observed: "3 of 8 items failed (tolerated 1); ..." for
-    # 10 items with tolerated_failures "20%" (2 tolerated); expected "3 of 10 items failed
-    # (tolerated 2); ...", as a parallel foreach reports. Cause: engine/step.py `_after_foreach`
-    # takes `total = len(outcome.items)` and `spec.tolerated(total)`, and the sequential runners
-    # (cluster/sequence.py `run`, runner/local.py `_foreach`) pass only the items run before the
-    # stop; `len(s.plan.items)` is the list's length. In-process and cluster runs agree on it.
-    graph = foreach_graph(
-        FAIL_ON.replace("BAD", "[1, 3, 7]"), parallel=False, extra='tolerated_failures: "20%"'
-    )
-    result = cluster.submit(graph, {"xs": XS}).wait(timeout=30)
-    assert result.status == "failed"
-    assert_agrees(result, graph.invoke_sync({"xs": XS}))
-    assert result.error is not None
-    assert result.error["message"].startswith("3 of 10 items failed (tolerated 2); first, item 1: ")
 
 
 # -- 2. item order and max_concurrency ---------------------------------------------------------------
@@ -338,25 +321,83 @@ def test_a_worker_killed_during_a_500_item_parallel_foreach(
     workers = start_workers(2, env, tmp_path, concurrency=2)
     client = Client(private_redis.url)
     try:
-        graph = foreach_graph(MARKED.replace("FOLDER", str(tmp_path)))
+        hold = tmp_path / "hold"
+        action = MARKED.replace("seconds: 0.01", f'seconds: 0.01, hold: "{hold}"')
+        graph = foreach_graph(action.replace("FOLDER", str(tmp_path)))
         xs = list(range(500))
         run = client.submit(graph, {"xs": xs})
-        calls = tmp_path / "calls"
+        calls, held = tmp_path / "calls", tmp_path / "held"
         wait_for(lambda: len(lines(calls)) >= 100, 60, "100 items to run")
         victim, survivor = workers
-        assert any(victim.owns(int(line.split()[1])) for line in lines(calls))  # it was running items
+        # The victim's next items block, so it is killed with both pool processes inside an item
+        # and its consumer not fetching (prefetch is full): killed between fetching a message and
+        # recording it as unacknowledged, a worker loses the message (see the BUG test below).
+        hold.write_text(str(victim.process.pid), encoding="utf-8")
+        wait_for(lambda: len(lines(held)) == 2, 30, "both of the victim's pool processes to block")
         victim.kill()
-        done_at_kill = len(lines(calls))
+        blocked = [int(line.split()[0]) for line in lines(held)]
         assert len({line.split()[0] for line in lines(calls)}) < 500  # killed mid-way
-        result = run.wait(timeout=90)
+        result = run.wait(timeout=60)
         assert result.status == "completed", result.error
         assert result.state["out"] == [square(x) for x in xs]  # each item exactly once, in item order
         assert result.state["count"] == 500 and result.state["failed"] == []
-        ran = [line.split() for line in lines(calls)]
-        assert {int(value) for value, _ in ran} == set(xs)  # at least once each (a few may run twice)
-        assert all(survivor.owns(int(pid)) for _, pid in ran[done_at_kill + 10 :])  # the survivor finished
+        ran = [(int(value), int(pid)) for value, pid in (line.split() for line in lines(calls))]
+        assert {value for value, _ in ran} == set(xs)  # at least once each (a few may run twice) ...
+        for x in blocked:  # ... the killed ones again, on the survivor
+            assert [survivor.owns(pid) for value, pid in ran if value == x] == [False, True]
         assert item_keys(client, run.id) == []
     finally:
+        client.close()
+        for worker in workers:
+            worker.stop()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap until the stalled-run sweeper (issue 5): a lost item message is never sent again",
+)
+def test_a_lost_item_message_is_sent_again(
+    private_redis: EmbeddedRedis, worker_env: dict[str, Any], tmp_path: Path
+) -> None:
+    # BUG: a parallel foreach whose item message is lost never completes. kombu's Redis transport
+    # takes a message with BRPOP and only then records it as unacknowledged (two round trips), so
+    # a worker SIGKILLed in between loses the message; this happened in about 1 of 25 runs of the
+    # 500-item kill test above before it made the victim block first. Here the lost message is
+    # removed from the queue by hand. Observed: 4 of 5 items recorded, the run stays `running` in
+    # wait {"kind": "foreach", ...} forever. Expected: the missing item is sent again and the run
+    # completes. Cause: cluster/fanout.py has no path that re-sends items: the join runs only
+    # when Celery's chord fires (it counts the 5 item tasks, so it never does) and, when it runs
+    # early, only polls `count_items` until every item is there; `_out_of_phase` re-sends a chunk
+    # only when it was never marked dispatched. docs/cluster.md lists a stalled-run sweeper as
+    # not yet built ("a countdown or chord message lost with its broker is only repaired by a
+    # redelivery"); a message lost by a killed worker is never redelivered.
+    env = {**worker_env, "GRAPHRUNNER_REDIS_URL": private_redis.url}
+    client = Client(private_redis.url)
+    workers: list[WorkerProcess] = []
+    try:
+        graph = foreach_graph(MARKED.replace("FOLDER", str(tmp_path)))
+        run = client.submit(graph, {"xs": [0, 1, 2, 3, 4]})
+        report = client.runtime.executor.execute(StepMessage(run_id=run.id, step=0))  # the fan-out
+        assert report.outcome == "suspended"
+        queue, broker = client.settings.queue, client.store.redis
+        [lost] = [
+            m
+            for m in broker.lrange(queue, 0, -1)
+            if json.loads(m)["headers"].get("shadow", "").endswith("[2]")
+        ]
+        assert broker.lrem(queue, 1, lost) == 1  # taken by a worker that was killed before recording it
+        workers = start_workers(1, env, tmp_path, concurrency=2)
+        wait_for(lambda: len(lines(tmp_path / "calls")) == 4, 30, "the other items to run")
+        with contextlib.suppress(WaitTimeout):
+            run.wait(timeout=10)
+        snap = run.snapshot()
+        recorded = client.store.count_items(run.id, snap.wait["tag"]) if snap.wait else None
+        assert snap.status.value == "completed", (
+            f"run {snap.status.value}, wait {snap.wait}, {recorded} of 5 items recorded"
+        )
+        assert snap.state["out"] == [square(x) for x in range(5)]
+    finally:
+        client.runtime.executor.close()  # the event loop the fan-out ran on, in this thread
         client.close()
         for worker in workers:
             worker.stop()
@@ -393,10 +434,8 @@ def test_a_sequential_foreach_resumes_after_a_killed_worker_without_repeating_it
         assert result.state["out"] == [square(x) for x in xs]
         runs_per_item = {x: lines(tmp_path / f"calls-{x}") for x in xs}
         assert all(len(runs_per_item[x]) == 1 for x in range(5))  # finished items never ran again
-        assert len(runs_per_item[5]) == 2  # the interrupted item ran again ...
-        assert int(runs_per_item[5][0]) == pid and survivor.owns(
-            int(runs_per_item[5][1])
-        )  # ... on the survivor
+        first, again = (int(p) for p in runs_per_item[5])  # the interrupted item ran again ...
+        assert first == pid and survivor.owns(again)  # ... on the survivor
         assert all(len(runs_per_item[x]) >= 1 for x in (6, 7))  # and then the rest
     finally:
         client.close()
