@@ -208,7 +208,8 @@ def test_ctrl_c_stops_the_embedded_worker_and_redis(tmp_path: Path) -> None:
         start_new_session=True,
     )
     assert proc.stderr is not None
-    assert "step 1 first ✓" in proc.stderr.readline()  # running: the sleeping step is in flight
+    assert "step 1 first ✓" in proc.stderr.readline()
+    assert "step 2 wait ⏲ sleeping" in proc.stderr.readline()  # running: the durable sleep is in flight
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
