@@ -12,6 +12,7 @@ from typing import Any
 
 from graphrunner import engine
 from graphrunner.cluster.app import Runtime
+from graphrunner.cluster.executor import send_next
 from graphrunner.cluster.messages import check_run_id
 from graphrunner.cluster.runs import fingerprint
 from graphrunner.engine import ResumeError, RunSnapshot, RunStatus
@@ -106,7 +107,7 @@ class Client:
         the graph version it started with. Raises `RunNotFound`, `ResumeError` or
         `StateValidationError`, and changes nothing then.
         """
-        handle = self.run(run_id)
+        handle = RunHandle(self, check_run_id(run_id))
         snap = handle.snapshot()
         if state_patch is not None and not isinstance(state_patch, Mapping):
             raise ResumeError(
@@ -124,10 +125,7 @@ class Client:
         }
         if not self.store.commit(Fence.of(snap), resumed, [record]).committed:
             raise ResumeError(f"run {run_id} changed while it was being resumed; look at it and try again")
-        if resumed.status is RunStatus.RUNNING:
-            self.runtime.enqueue(resumed, graph)
-        elif resumed.status.finished and resumed.parent:
-            self.runtime.notify(resumed.parent["run_id"], resumed.parent["step"], resumed.parent["phase"])
+        send_next(self.runtime, resumed, graph)
         return handle
 
     def run(self, run_id: str) -> RunHandle:

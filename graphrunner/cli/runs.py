@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -94,11 +94,7 @@ def wait(run_id: str, timeout: float | None, as_json: bool) -> None:
     """Block until a run finishes or pauses, then print its result (exit codes as `run`)."""
     with reported_errors(), cluster_client() as client:
         result = settle(client, run_id, timeout, lambda _: None)
-    if as_json:
-        print_json(result.to_dict())
-    else:
-        click.echo(human_summary(result))
-    raise click.exceptions.Exit(0 if result.ok else 1)
+    print_settled(result, as_json)
 
 
 @click.command("watch")
@@ -110,6 +106,15 @@ def watch(run_id: str, timeout: float | None) -> None:
         graph_id = client.run(run_id).snapshot().graph_id
         result = settle(client, run_id, timeout, lambda r: click.echo(format_step(graph_id, r)))
     click.echo(f"run {result.run_id} {result.status} ({plural(result.step_count, 'step')})")
+    raise click.exceptions.Exit(0 if result.ok else 1)
+
+
+def print_settled(result: RunResult, as_json: bool) -> NoReturn:
+    """Print a settled run's result (JSON or a summary) and exit as `run` does."""
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        click.echo(human_summary(result))
     raise click.exceptions.Exit(0 if result.ok else 1)
 
 
@@ -151,11 +156,7 @@ def resume(
                 click.echo(f"run {handle.id} resumed")
             return
         result = settle(client, run_id, timeout, lambda _: None)
-    if as_json:
-        print_json(result.to_dict())
-    else:
-        click.echo(human_summary(result))
-    raise click.exceptions.Exit(0 if result.ok else 1)
+    print_settled(result, as_json)
 
 
 def parse_patch(value: str | None) -> dict[str, Any] | None:

@@ -9,7 +9,7 @@ from typing import Any
 from celery import Celery, Signature, chord
 
 from graphrunner.cluster.backend import backend_url
-from graphrunner.cluster.executor import INLINE_WAIT, StepExecutor
+from graphrunner.cluster.executor import StepExecutor
 from graphrunner.cluster.items import ItemRunner, later
 from graphrunner.cluster.messages import ITEM_TASK_NAME, TASK_NAME, BadMessage, ItemMessage, StepMessage
 from graphrunner.engine import RunSnapshot
@@ -36,7 +36,7 @@ class Runtime:
         runner = LocalRunner(cache=self.store, cache_ttl=settings.cache_ttl)
         self.executor = StepExecutor(self.store, self, runner, chunk=settings.fanout_chunk)
         self.executor.loop_slice = max(1.0, min(10.0, settings.visibility_timeout / 3))
-        self.items = ItemRunner(self.store, runner, INLINE_WAIT)
+        self.items = ItemRunner(self.store, runner)
         _register_tasks(self)
 
     def serve(self) -> Runtime:

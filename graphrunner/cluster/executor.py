@@ -5,7 +5,7 @@ changes nothing (every commit is fenced by step, phase and status); a message re
 after its commit sends again what the commit said must follow, which repairs a worker that
 died in between.
 
-A step that would wait (a retry backoff over `INLINE_WAIT`, a durable sleep, foreach
+A step that would wait (a retry backoff over `items.INLINE_WAIT`, a durable sleep, foreach
 items, a child run) is suspended instead: its `Wait` is committed, the phase bumped, and
 the task that goes on with it is sent. No worker slot is held while a step waits.
 """
@@ -24,14 +24,15 @@ from typing import Any
 from graphrunner import engine
 from graphrunner.cluster import children, fanout, sequence
 from graphrunner.cluster.graphs import GraphCache
+from graphrunner.cluster.items import durable_call
 from graphrunner.cluster.messages import StepMessage
 from graphrunner.cluster.sender import Sender
 from graphrunner.cluster.waits import Wait, timed
-from graphrunner.engine import ActionOutcome, NoOutcome, Outcome, RunSnapshot, RunStatus, StepPlan
+from graphrunner.engine import NoOutcome, Outcome, RunSnapshot, RunStatus, StepPlan
 from graphrunner.errors import GraphrunnerError
 from graphrunner.graph import Graph
 from graphrunner.runner import LocalRunner
-from graphrunner.runner.dispatch import Deferred, dispatch
+from graphrunner.runner.dispatch import Deferred
 from graphrunner.runner.local import retry_records, step_record, tool_context, utcnow
 from graphrunner.store import Fence, RedisStore
 
@@ -43,7 +44,6 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-INLINE_WAIT = 1.0  # retry waits up to this many seconds are slept in the task; longer ones reschedule
 FANOUT_CHUNK = 1000
 
 
@@ -159,17 +159,14 @@ class StepExecutor:
     async def act(self, graph: Graph, snap: RunSnapshot, plan: StepPlan, wait: Wait) -> str:
         """Dispatch the node's action from `wait.attempt`; a long wait suspends the step."""
         assert plan.call is not None
-        if wait.kind == "timer" and wait.timer is not None:
-            outcome: ActionOutcome | Deferred = ActionOutcome(wait.timer.get("result"), attempts=wait.attempt)
-        else:
-            outcome = await dispatch(
-                self.runner.registry,
-                plan.call,
-                tool_context(snap, plan.node, plan.step, durable=True),
-                attempt=wait.attempt,
-                inline_wait=INLINE_WAIT,
-                cache=self.runner.cache_slot(snap.graph_hash, plan.call),
-            )
+        outcome = await durable_call(
+            self.runner,
+            snap.graph_hash,
+            plan.call,
+            tool_context(snap, plan.node, plan.step),
+            attempt=wait.attempt,
+            timer=wait.timer if wait.kind == "timer" else None,
+        )
         if isinstance(outcome, Deferred):
             later = deferred_wait(outcome, wait.hook_round)
             records = retry_records(plan, outcome.retries, worker_name()) + timer_record(plan, outcome)
@@ -206,11 +203,7 @@ class StepExecutor:
         return "committed"
 
     def _follow(self, snap: RunSnapshot, graph: Graph | None) -> None:
-        """Send what follows a committed step: the next step, or the parent's wake-up."""
-        if snap.status is RunStatus.RUNNING:
-            self.sender.enqueue(snap, graph)
-        elif snap.status.finished and snap.parent:
-            self.sender.notify(snap.parent["run_id"], snap.parent["step"], snap.parent["phase"])
+        send_next(self.sender, snap, graph)
 
     def suspend(
         self, snap: RunSnapshot, wait: Wait, records: list[dict[str, Any]] | None = None, **changes: Any
@@ -303,6 +296,14 @@ class StepExecutor:
         error = {"type": "node_exception", "message": message, "node": snap.node, "step": snap.step + 1}
         self._end_failed(snap, error)
         return StepReport("failed_to_load", msg.run_id, msg.step)
+
+
+def send_next(sender: Sender, snap: RunSnapshot, graph: Graph | None) -> None:
+    """Send what follows a committed `snap`: its next step, or its parent's wake-up when it ended."""
+    if snap.status is RunStatus.RUNNING:
+        sender.enqueue(snap, graph)
+    elif snap.status.finished and snap.parent:
+        sender.notify(snap.parent["run_id"], snap.parent["step"], snap.parent["phase"])
 
 
 def deferred_wait(deferred: Deferred, hook_round: int) -> Wait:

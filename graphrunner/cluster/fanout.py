@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from graphrunner import engine
 from graphrunner.cluster import sequence
-from graphrunner.cluster.items import call_payload, failed_record, outcome_of
+from graphrunner.cluster.items import call_payload, failed_record
 from graphrunner.cluster.waits import Wait
-from graphrunner.engine import ActionFailure, ForeachOutcome, RunSnapshot, StepPlan
+from graphrunner.engine import ActionFailure, RunSnapshot, StepPlan
 from graphrunner.graph import Graph
 from graphrunner.model import ForeachNode
 from graphrunner.runner.local import utcnow
@@ -77,9 +77,4 @@ async def join(ex: StepExecutor, graph: Graph, snap: RunSnapshot, plan: StepPlan
         return ex.suspend_and_send(
             graph, snap, wait.but(next=wait.upto, upto=min(wait.total, wait.upto + size))
         )
-    records = ex.store.load_items(snap.run_id, wait.tag, wait.total)
-    items = tuple(outcome_of(i, plan.items[i], r) for i, r in enumerate(records))
-    report = await ex.finish(graph, snap, plan, ForeachOutcome(items), wait.hook_round)
-    if report == "committed":
-        ex.store.drop_items(snap.run_id, wait.tag)
-    return report
+    return await sequence.collect(ex, graph, snap, plan, wait.tag, wait.total, wait.hook_round)

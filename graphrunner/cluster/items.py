@@ -7,7 +7,7 @@ returns nothing, so Celery's chord only counts it.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from graphrunner.cluster.messages import ItemMessage
@@ -17,6 +17,31 @@ from graphrunner.runner import LocalRunner
 from graphrunner.runner.dispatch import Deferred, dispatch
 from graphrunner.store import RedisStore
 from graphrunner.tools import ToolContext
+
+INLINE_WAIT = 1.0  # retry waits up to this many seconds are slept in the task; longer ones reschedule
+
+
+async def durable_call(
+    runner: LocalRunner,
+    graph_hash: str,
+    call: ActionCall,
+    context: ToolContext,
+    *,
+    attempt: int = 1,
+    timer: dict[str, Any] | None = None,
+) -> ActionOutcome | Deferred:
+    """Dispatch `call` on a worker from `attempt`: a wait over `INLINE_WAIT` (or a durable
+    sleep) comes back `Deferred`; a `timer` that has come due stands for the tool's result."""
+    if timer is not None:
+        return ActionOutcome(timer.get("result"), attempts=attempt)
+    return await dispatch(
+        runner.registry,
+        call,
+        replace(context, durable=True),
+        attempt=attempt,
+        inline_wait=INLINE_WAIT,
+        cache=runner.cache_slot(graph_hash, call),
+    )
 
 
 def call_payload(call: ActionCall) -> dict[str, Any]:
@@ -68,33 +93,17 @@ def outcome_of(index: int, item: Any, record: dict[str, Any] | None) -> ItemOutc
 class ItemRunner:
     """Runs item messages: dispatch the call, record the result."""
 
-    def __init__(self, store: RedisStore, runner: LocalRunner, inline_wait: float) -> None:
+    def __init__(self, store: RedisStore, runner: LocalRunner) -> None:
         self.store = store
         self.runner = runner
-        self.inline_wait = inline_wait
 
     async def run(self, msg: ItemMessage) -> Deferred | None:
         """Run the item; a `Deferred` means: send it again later (nothing was recorded)."""
         call = call_from(msg.call)
-        if msg.timer is not None:
-            outcome: ActionOutcome | Deferred = ActionOutcome(msg.timer.get("result"), attempts=msg.attempt)
-        else:
-            context = ToolContext(
-                run_id=msg.run_id,
-                graph_id=msg.graph_id,
-                node=call.node,
-                step=msg.step,
-                item_index=msg.index,
-                durable=True,
-            )
-            outcome = await dispatch(
-                self.runner.registry,
-                call,
-                context,
-                attempt=msg.attempt,
-                inline_wait=self.inline_wait,
-                cache=self.runner.cache_slot(msg.graph_hash, call),
-            )
+        context = ToolContext(msg.run_id, msg.graph_id, call.node, msg.step, item_index=msg.index)
+        outcome = await durable_call(
+            self.runner, msg.graph_hash, call, context, attempt=msg.attempt, timer=msg.timer
+        )
         if isinstance(outcome, Deferred):
             return outcome
         self.store.save_item(msg.run_id, msg.tag, msg.index, record_of(outcome))

@@ -15,13 +15,13 @@ import uuid
 from typing import TYPE_CHECKING
 
 from graphrunner import engine
-from graphrunner.cluster.items import outcome_of, record_of
+from graphrunner.cluster.items import durable_call, outcome_of, record_of
 from graphrunner.cluster.waits import Wait
 from graphrunner.engine import ActionFailure, ActionOutcome, ForeachOutcome, RunSnapshot, StepPlan
 from graphrunner.engine.step import foreach_fails
 from graphrunner.graph import Graph
 from graphrunner.model import ForeachNode
-from graphrunner.runner.dispatch import Deferred, dispatch
+from graphrunner.runner.dispatch import Deferred
 from graphrunner.runner.local import tool_context, utcnow
 
 if TYPE_CHECKING:
@@ -62,11 +62,20 @@ async def run(
         if time.monotonic() - started > ex.loop_slice:
             ex.send_wait(graph, snap)
             return "suspended"
-    records = ex.store.load_items(snap.run_id, wait.tag, index)
+    return await collect(ex, graph, snap, plan, wait.tag, index, wait.hook_round)
+
+
+async def collect(
+    ex: StepExecutor, graph: Graph, snap: RunSnapshot, plan: StepPlan, tag: str, count: int, hook_round: int
+) -> str:
+    """Complete the foreach step with the recorded results of its first `count` items, in
+    item order; once committed, the records go."""
+    assert plan.items is not None
+    records = ex.store.load_items(snap.run_id, tag, count)
     items = tuple(outcome_of(i, plan.items[i], r) for i, r in enumerate(records))
-    report = await ex.finish(graph, snap, plan, ForeachOutcome(items), wait.hook_round)
+    report = await ex.finish(graph, snap, plan, ForeachOutcome(items), hook_round)
     if report == "committed":
-        ex.store.drop_items(snap.run_id, wait.tag)
+        ex.store.drop_items(snap.run_id, tag)
     return report
 
 
@@ -74,19 +83,17 @@ async def _item(
     ex: StepExecutor, graph: Graph, snap: RunSnapshot, plan: StepPlan, index: int, wait: Wait
 ) -> ActionOutcome | Deferred:
     assert plan.items is not None
-    resuming = index == wait.next
-    if resuming and wait.timer is not None:
-        return ActionOutcome(wait.timer.get("result"), attempts=wait.attempt)
+    resuming = index == wait.next  # the item the wait was for goes on from its attempt or timer
     call = engine.item_call(graph.nodes[plan.node], snap, index, plan.items[index], utcnow())
     if isinstance(call, ActionFailure):
         return ActionOutcome(failure=call)
-    return await dispatch(
-        ex.runner.registry,
+    return await durable_call(
+        ex.runner,
+        snap.graph_hash,
         call,
-        tool_context(snap, plan.node, plan.step, index, durable=True),
+        tool_context(snap, plan.node, plan.step, index),
         attempt=wait.attempt if resuming else 1,
-        inline_wait=1.0,
-        cache=ex.runner.cache_slot(snap.graph_hash, call),
+        timer=wait.timer if resuming else None,
     )
 
 
