@@ -312,6 +312,8 @@ def _failure_dict(outcome: ActionOutcome) -> dict[str, Any]:
 def _after_child(s: _Step, outcome: ChildOutcome) -> StepResult:
     spec = s.node.spec
     assert isinstance(spec, SubgraphNode)
+    if outcome.status == RunStatus.PAUSED:  # in-process only: the cluster parks the parent instead
+        return _paused_on_child(s)
     if outcome.status not in (RunStatus.COMPLETED, RunStatus.COMPLETED_WITH_ERRORS):
         error = outcome.error or {}
         limit = error.get("type") == "limit_exceeded"  # e.g. nesting deeper than max_depth
@@ -328,6 +330,14 @@ def _after_child(s: _Step, outcome: ChildOutcome) -> StepResult:
     if spec.result_key:
         projected[spec.result_key] = outcome.output
     return _succeed(s, _namespace(outcome.output), projected, 1, False)
+
+
+def _paused_on_child(s: _Step) -> StepResult:
+    """The child run paused: the parent ends paused at the subgraph node, nothing assigned."""
+    snap = s.snap.model_copy(
+        update={"step": s.plan.step, "path": (*s.snap.path, s.node.name), "status": RunStatus.PAUSED}
+    )
+    return StepResult(snap, StepEvent(step=s.plan.step, node=s.node.name, status="paused"), {})
 
 
 def _on_failure(s: _Step, failure: ActionFailure, attempts: int, control: Control | None) -> StepResult:

@@ -405,20 +405,12 @@ def test_a_child_that_pauses_parks_its_parent_until_the_child_is_resumed(
     assert run.wait(timeout=30).output == {"verdict": "approved"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: in-process runs cannot park a parent on a paused child yet (the cluster can)",
-)
-def test_a_child_that_pauses_in_process_does_not_fail_its_parent(tmp_path: Path) -> None:
-    # KNOWN GAP: in-process (graph.invoke), a subgraph whose child run pauses fails the parent with
-    # node_exception "subgraph '...' ended paused: no error recorded"; on the cluster the same
-    # graph parks the parent until the child is resumed (test above). Expected the same
-    # semantics in both (DESIGN §6): the in-process run should end `paused`, not `failed`.
-    # Cause: runner/local.py `_child` returns ChildOutcome("paused"), and engine/step.py
-    # `_after_child` treats every status other than completed(_with_errors) as a failure.
+def test_a_child_that_pauses_in_process_pauses_its_parent(tmp_path: Path) -> None:
+    # in-process nothing can park the parent, so it ends paused at the subgraph node, with
+    # nothing assigned (the cluster parks it until the child is resumed: test above)
     local = local_run(load_graph(pausing_child_graphs(tmp_path)))
-    assert local.status != "failed", local.error
-    assert local.status == "paused"
+    assert local.status == "paused", local.error
+    assert local.path == ["sub"] and local.state.get("verdict") is None
 
 
 def test_an_error_hook_retry_runs_the_subgraph_again_as_a_new_child_run(
