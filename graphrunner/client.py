@@ -6,33 +6,30 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from graphrunner import engine
+from graphrunner.cluster import lifecycle, sweeper
 from graphrunner.cluster.app import Runtime
-from graphrunner.cluster.executor import send_next
-from graphrunner.cluster.messages import check_run_id
+from graphrunner.cluster.lifecycle import CancelError as CancelError  # re-exported for users
+from graphrunner.cluster.lifecycle import RunConflict, RunNotFound
+from graphrunner.cluster.lifecycle import RunRefused as RunRefused
+from graphrunner.cluster.messages import check_concurrency_key, check_run_id
 from graphrunner.cluster.runs import fingerprint
-from graphrunner.engine import ResumeError, RunSnapshot, RunStatus
+from graphrunner.cluster.sweeper import SweepReport
+from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import GraphrunnerError
 from graphrunner.graph import Graph
 from graphrunner.loading import load_graph
 from graphrunner.results import RunResult
+from graphrunner.runner.single import StepReport, single_step_sync
 from graphrunner.settings import Settings
-from graphrunner.store import Fence, RunSummary
+from graphrunner.store import RunPage, RunQuery, RunSummary
+from graphrunner.store.query import TimeBound
 
 WAIT_SLICE_MS = 1000
 SETTLED = {RunStatus.PAUSED} | set(engine.RunStatus) - {RunStatus.PENDING, RunStatus.RUNNING}
-
-
-class RunNotFound(GraphrunnerError):
-    """No run with that id exists."""
-
-
-class RunConflict(GraphrunnerError):
-    """A run with that id exists with another graph, inputs or capabilities."""
 
 
 class WaitTimeout(GraphrunnerError):
@@ -82,51 +79,92 @@ class Client:
         *,
         run_id: str | None = None,
         capabilities: Sequence[str] | None = None,
+        concurrency_key: str | None = None,
+        when_busy: str = "queue",
     ) -> RunHandle:
-        """Start a run of `graph` (a Graph, a file or a graph id); the same run id starts one run."""
+        """Start a run of `graph` (a Graph, a file or a graph id); the same run id starts one run.
+
+        Without `capabilities` the run gets the deployment's `default_capabilities`. Bad
+        capabilities (`InvalidCapabilities`), inputs or an oversized state raise before
+        anything is stored. With a `concurrency_key`, at most one run per key is active:
+        while another holds it, the run waits as `pending` (`when_busy="queue"`) or is not
+        submitted at all (`"refuse"`: raises `RunRefused`). The same run id with another
+        graph version, inputs, capabilities or key raises `RunConflict`.
+        """
+        if when_busy not in ("queue", "refuse"):
+            raise GraphrunnerError(f"when_busy must be 'queue' or 'refuse', got {when_busy!r}")
+        key = check_concurrency_key(concurrency_key)
         loaded = graph if isinstance(graph, Graph) else load_graph(graph, settings=self.settings)
         run_id = check_run_id(run_id) if run_id is not None else uuid.uuid4().hex
-        caps = tuple(capabilities) if capabilities is not None else ("*",)
-        snap = engine.begin(loaded, inputs, run_id=run_id, capabilities=caps)
+        caps = self.settings.default_capabilities if capabilities is None else capabilities
+        limit = self.settings.max_state_bytes
+        snap = engine.begin(loaded, inputs, run_id=run_id, capabilities=caps, max_state_bytes=limit)
+        snap = snap.model_copy(update={"concurrency_key": key})
         self.runtime.executor.graphs.put(loaded)
-        identity = fingerprint(loaded, snap.inputs, caps)
-        created = self.store.create_run(snap, identity)
-        if not created.created and created.existing_fingerprint != identity:
-            raise RunConflict(
-                f"run {run_id} already exists with another graph version, inputs or capabilities"
-            )
-        existing = snap if created.created else self.store.load_run(run_id)
-        if existing is not None and existing.status is RunStatus.RUNNING and existing.step == 0:
-            self.runtime.enqueue(existing, loaded)
+        identity = fingerprint(loaded, snap.inputs, snap.capabilities, key)
+        existing = self.store.load_run(run_id)
+        if existing is None and key is not None:
+            snap = lifecycle.admit(self.store, snap, queue=when_busy == "queue")
+        created = self.store.create_run(snap, identity) if existing is None else None
+        if created is None or not created.created:
+            try:
+                return self._submitted_before(run_id, identity, loaded)
+            except RunConflict:
+                if existing is None and key is not None:  # we took (or queued for) the key: give it back
+                    self.store.unqueue(key, run_id)
+                    lifecycle.hand_on(self.runtime, snap)
+                raise
+        if snap.status is RunStatus.RUNNING:
+            self.runtime.enqueue(snap, loaded)
         return RunHandle(self, run_id)
 
-    def resume(self, run_id: str, state_patch: Mapping[str, Any] | None = None) -> RunHandle:
-        """Continue a paused (or failed, cancelled) run at its node, with `state_patch` merged in.
+    def _submitted_before(self, run_id: str, identity: str, graph: Graph) -> RunHandle:
+        """The run id exists: the same run (make sure its first step is on its way) or a conflict."""
+        if self.store.run_fields(run_id).get("fingerprint") != identity:
+            raise RunConflict(
+                f"run {run_id} already exists with another graph version, inputs, capabilities "
+                "or concurrency key"
+            )
+        existing = self.store.load_run(run_id)
+        if existing is not None and existing.status is RunStatus.RUNNING and existing.step == 0:
+            self.runtime.enqueue(existing, graph)
+        return RunHandle(self, run_id)
 
-        The patch is checked against the graph's state schema first; the run stays pinned to
-        the graph version it started with. Raises `RunNotFound`, `ResumeError` or
+    def resume(
+        self,
+        run_id: str,
+        state_patch: Mapping[str, Any] | None = None,
+        *,
+        upgrade: str | Path | Graph | None = None,
+    ) -> RunHandle:
+        """Continue a failed, cancelled, paused or stalled run at its node, at its step count.
+
+        `state_patch` is checked against the graph's state schema and merged in. The run stays
+        pinned to the graph version it started with; `upgrade` (a Graph, a file or a graph
+        id of the same graph) re-pins it to that version, if the run's node is still in it.
+        A running run can be resumed only when it is stalled (no progress for
+        `GRAPHRUNNER_STALL_AFTER` seconds). Raises `RunNotFound`, `ResumeError` or
         `StateValidationError`, and changes nothing then.
         """
-        handle = RunHandle(self, check_run_id(run_id))
-        snap = handle.snapshot()
-        if state_patch is not None and not isinstance(state_patch, Mapping):
-            raise ResumeError(
-                f"a state patch must be a mapping of field to value, got {type(state_patch).__name__}"
-            )
-        graph = self.runtime.executor.graphs.get(snap.graph_hash)
-        resumed = engine.resume(graph, snap, datetime.now(UTC), state_patch)
-        resumed = resumed.model_copy(update={"phase": 0, "wait": None})
-        record = {
-            "step": snap.step,
-            "node": snap.node,
-            "status": "resumed",
-            "from": snap.status.value,
-            "changed_keys": sorted(state_patch or {}),
-        }
-        if not self.store.commit(Fence.of(snap), resumed, [record]).committed:
-            raise ResumeError(f"run {run_id} changed while it was being resumed; look at it and try again")
-        send_next(self.runtime, resumed, graph)
-        return handle
+        run_id = check_run_id(run_id)
+        graph = None
+        if upgrade is not None:
+            graph = upgrade if isinstance(upgrade, Graph) else load_graph(upgrade, settings=self.settings)
+        lifecycle.resume(self.runtime, run_id, state_patch, upgrade=graph)
+        return RunHandle(self, run_id)
+
+    def cancel(self, run_id: str) -> RunHandle:
+        """Cancel a run that has not finished (and its active child runs).
+
+        Nothing more of it starts: a step in flight completes but is not committed, queued
+        foreach items are skipped. Raises `RunNotFound`, or `CancelError` for a finished run.
+        """
+        lifecycle.cancel(self.runtime, check_run_id(run_id))
+        return RunHandle(self, run_id)
+
+    def sweep(self) -> SweepReport:
+        """One sweeper pass: send the work of stalled runs again (see `graphrunner sweep`)."""
+        return sweeper.sweep(self.runtime)
 
     def run(self, run_id: str) -> RunHandle:
         """A handle on an existing run; raises `RunNotFound`."""
@@ -135,14 +173,59 @@ class Client:
         return handle
 
     def list_runs(
-        self, graph_id: str | None = None, status: str | None = None, limit: int = 50, offset: int = 0
+        self,
+        graph_id: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        *,
+        since: TimeBound = None,
+        until: TimeBound = None,
+        cursor: str | None = None,
     ) -> list[RunSummary]:
-        """Runs newest first, by graph id and/or status."""
-        if status is not None and status not in {s.value for s in RunStatus}:
-            raise GraphrunnerError(
-                f"unknown status {status!r}; use one of {', '.join(s.value for s in RunStatus)}"
-            )
-        return list(self.store.list_runs(graph_id=graph_id, status=status, limit=limit, offset=offset))
+        """Runs newest first, by graph id, status and creation time (see `list_page`)."""
+        page = self.list_page(graph_id, status, limit, offset, since=since, until=until, cursor=cursor)
+        return list(page.runs)
+
+    def list_page(
+        self,
+        graph_id: str | None = None,
+        status: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        *,
+        since: TimeBound = None,
+        until: TimeBound = None,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """A page of runs, newest first, and the cursor of the next page (None on the last one).
+
+        Runs created in `[since, until)` (datetimes, naive ones in UTC, or epoch ms); `limit`
+        1-1000; pass the `next_cursor` of a page as `cursor` (same filters) for the next one,
+        or skip `offset` runs. Raises `InvalidRunQuery` (a `GraphrunnerError`) for bad values.
+        """
+        query = RunQuery.build(graph_id, status, limit, offset, since=since, until=until, cursor=cursor)
+        return self.store.page_runs(query)
+
+    def step(
+        self,
+        graph: str | Path | Graph,
+        node: str,
+        state: Mapping[str, Any] | None = None,
+        inputs: Mapping[str, Any] | None = None,
+        capabilities: Sequence[str] | None = None,
+    ) -> StepReport:
+        """Run one node of `graph` against `state` in this process; no run is created or touched.
+
+        `state` is merged over the declared defaults and checked against the state schema.
+        Without `capabilities` the step gets the deployment's `default_capabilities`. Raises
+        `UnknownNode`, `StateValidationError` or `LimitExceeded` before anything runs; a node
+        that fails is reported in the `StepReport` (`status` `failed`, `error`), not raised.
+        """
+        loaded = graph if isinstance(graph, Graph) else load_graph(graph, settings=self.settings)
+        return single_step_sync(
+            loaded, node, state, inputs=inputs, capabilities=capabilities, settings=self.settings
+        )
 
 
 class RunHandle:
@@ -154,6 +237,10 @@ class RunHandle:
 
     def __repr__(self) -> str:
         return f"RunHandle({self.id!r})"
+
+    def cancel(self) -> RunHandle:
+        """Cancel the run (see `Client.cancel`)."""
+        return self.client.cancel(self.id)
 
     def snapshot(self) -> RunSnapshot:
         """The run's current snapshot; raises `RunNotFound`."""

@@ -16,6 +16,10 @@ class ConfigurationError(GraphrunnerError):
     """A setting is missing or invalid."""
 
 
+class InvalidCapabilities(GraphrunnerError):
+    """Capabilities that are not a list of non-empty pattern strings."""
+
+
 class GraphNotFound(GraphrunnerError):
     """A graph file or graph id could not be found."""
 

@@ -12,6 +12,7 @@ from graphrunner.errors import GraphNotFound
 from graphrunner.model import GraphSpec
 from graphrunner.reducers import Reducers
 from graphrunner.report import ValidationReport
+from graphrunner.settings import Settings
 
 if TYPE_CHECKING:
     from graphrunner.results import RunResult
@@ -66,14 +67,24 @@ class Graph:
         *,
         state: Mapping[str, Any] | None = None,
         run_id: str | None = None,
-        capabilities: Sequence[str] = ("*",),
+        capabilities: Sequence[str] | None = None,
         registry: ToolRegistry | None = None,
         on_step: StepObserver | None = None,
     ) -> RunResult:
-        """Run the whole graph in this process and return its `RunResult`."""
+        """Run the whole graph in this process and return its `RunResult`.
+
+        Without `capabilities` the run gets the deployment's default (GRAPHRUNNER_DEFAULT_CAPABILITIES,
+        `*` when unset); the state size limit is GRAPHRUNNER_MAX_STATE_BYTES.
+        """
         from graphrunner.runner.local import LocalRunner
 
-        runner = LocalRunner(registry, on_step)
+        settings = Settings.from_env()
+        runner = LocalRunner(
+            registry,
+            on_step,
+            max_state_bytes=settings.max_state_bytes,
+            default_capabilities=settings.default_capabilities,
+        )
         return await runner.invoke(self, inputs, state=state, run_id=run_id, capabilities=capabilities)
 
     def invoke_sync(self, inputs: Mapping[str, Any] | None = None, **kwargs: Any) -> RunResult:

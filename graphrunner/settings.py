@@ -17,12 +17,31 @@ def _int(name: str, default: int) -> int:
         raise ValueError(f"{name} must be a whole number, got {raw!r}") from None
 
 
+def _positive(name: str, default: int) -> int:
+    value = _int(name, default)
+    if value < 1:
+        raise ValueError(f"{name} must be at least 1, got {value}")
+    return value
+
+
+def _patterns(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    """Comma-separated patterns; unset or blank is `default`, `none` is no pattern at all."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if raw.lower() == "none":
+        return ()
+    return tuple(p.strip() for p in raw.split(",") if p.strip())
+
+
 @dataclass(frozen=True)
 class Settings:
     """Every setting graphrunner reads from the environment."""
 
     graph_path: tuple[Path, ...] = ()
     max_graph_bytes: int = 1_048_576
+    max_state_bytes: int = 1_048_576  # a run's state (and inputs), JSON-encoded
+    default_capabilities: tuple[str, ...] = ("*",)  # of a run submitted without capabilities
     quiet: bool = False
     redis_url: str | None = None
     broker_url: str | None = None
@@ -33,6 +52,10 @@ class Settings:
     fanout_chunk: int = 1000
     cache_ttl: int = 86400
     hooks_file: Path | None = None
+    retention: int = 604_800  # seconds a finished run (record, transcript, path) is kept
+    stall_after: int = 300  # seconds without progress or heartbeat before a running run is stalled
+    sweep_interval: int = 60  # seconds between the beat schedule's sweeps
+    max_redeliveries: int = 5  # redeliveries of one step (or item) before it is a poison message
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -41,6 +64,8 @@ class Settings:
         return cls(
             graph_path=tuple(Path(p) for p in path.split(os.pathsep) if p),
             max_graph_bytes=_int("GRAPHRUNNER_MAX_GRAPH_BYTES", cls.max_graph_bytes),
+            max_state_bytes=_positive("GRAPHRUNNER_MAX_STATE_BYTES", cls.max_state_bytes),
+            default_capabilities=_patterns("GRAPHRUNNER_DEFAULT_CAPABILITIES", cls.default_capabilities),
             quiet=os.environ.get("GRAPHRUNNER_QUIET", "") not in ("", "0", "false"),
             redis_url=os.environ.get("GRAPHRUNNER_REDIS_URL") or None,
             broker_url=os.environ.get("GRAPHRUNNER_BROKER_URL") or None,
@@ -51,6 +76,10 @@ class Settings:
             fanout_chunk=_int("GRAPHRUNNER_FANOUT_CHUNK", cls.fanout_chunk),
             cache_ttl=_int("GRAPHRUNNER_CACHE_TTL", cls.cache_ttl),
             hooks_file=Path(os.environ["GRAPHRUNNER_HOOKS"]) if os.environ.get("GRAPHRUNNER_HOOKS") else None,
+            retention=_positive("GRAPHRUNNER_RETENTION", cls.retention),
+            stall_after=_int("GRAPHRUNNER_STALL_AFTER", cls.stall_after),
+            sweep_interval=_int("GRAPHRUNNER_SWEEP_INTERVAL", cls.sweep_interval),
+            max_redeliveries=_int("GRAPHRUNNER_MAX_REDELIVERIES", cls.max_redeliveries),
         )
 
     def with_redis(self, url: str) -> Settings:

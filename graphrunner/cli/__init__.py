@@ -5,12 +5,14 @@ from __future__ import annotations
 import click
 
 from graphrunner import __version__
+from graphrunner.cli.lifecycle import cancel, sweep
 from graphrunner.cli.run import run
 from graphrunner.cli.runs import resume, state, status, steps, submit, wait, watch
 from graphrunner.cli.runs_list import list_runs
 from graphrunner.cli.schema import schema
+from graphrunner.cli.step import step
 from graphrunner.cli.validate import validate
-from graphrunner.cli.worker import flower, worker
+from graphrunner.cli.worker import beat, flower, worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,13 +30,17 @@ main.add_command(submit)
 main.add_command(status)
 main.add_command(wait)
 main.add_command(watch)
+main.add_command(cancel)
 main.add_command(resume)
+main.add_command(sweep)
 main.add_command(state)
 main.add_command(steps)
+main.add_command(step)
 main.add_command(list_runs)
 main.add_command(validate)
 main.add_command(schema)
 main.add_command(worker)
 main.add_command(flower)
+main.add_command(beat)
 
 __all__ = ["main"]

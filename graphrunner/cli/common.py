@@ -62,8 +62,8 @@ def _input_pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, 
     return pairs
 
 
-def _inputs_json(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, Any]:
-    """Click callback: `--inputs JSON` or `--inputs @file.json` to a mapping."""
+def json_object(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, Any]:
+    """Click callback: a JSON object option (`--inputs`, `step --state`), inline or `@file.json`."""
     if value is None:
         return {}
     text = _read_at_file(value, ctx, param) if value.startswith("@") else value
@@ -91,7 +91,7 @@ def input_options(func: F) -> F:
         "--inputs",
         "inputs_json",
         metavar="JSON|@FILE",
-        callback=_inputs_json,
+        callback=json_object,
         help="Inputs as a JSON object, or @path to a JSON file.",
     )(func)
     return click.option(

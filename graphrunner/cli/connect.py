@@ -8,7 +8,13 @@ from contextlib import contextmanager
 from graphrunner.cli.common import USAGE_ERROR, fail, load_settings
 from graphrunner.client import Client
 from graphrunner.cluster.messages import InvalidRunId
-from graphrunner.errors import GraphNotFound, GraphrunnerError, GraphValidationError, StateValidationError
+from graphrunner.errors import (
+    GraphNotFound,
+    GraphrunnerError,
+    GraphValidationError,
+    InvalidCapabilities,
+    StateValidationError,
+)
 from graphrunner.settings import Settings
 from graphrunner.store import StoreUnavailable
 
@@ -17,7 +23,7 @@ NO_REDIS = (
     "GRAPHRUNNER_REDIS_URL is not set: set it to the Redis the cluster uses "
     "(e.g. export GRAPHRUNNER_REDIS_URL=redis://localhost:6379/0)"
 )
-USAGE_ERRORS = (InvalidRunId, StateValidationError, GraphNotFound, GraphValidationError)
+USAGE_ERRORS = (InvalidRunId, StateValidationError, GraphNotFound, GraphValidationError, InvalidCapabilities)
 
 
 def cluster_settings() -> Settings:

@@ -5,7 +5,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-SYMBOLS = {"ok": "✓", "error": "✗", "end": "⏹", "paused": "⏸", "retry": "↻", "sleeping": "⏲"}
+SYMBOLS = {
+    "ok": "✓",
+    "error": "✗",
+    "end": "⏹",
+    "paused": "⏸",
+    "retry": "↻",
+    "sleeping": "⏲",
+    "cancelled": "⊘",
+    "resumed": "▶",
+    "admitted": "▶",
+    "swept": "⟳",
+}
+NOTES = {
+    "cancelled": "cancelled ({reason})",
+    "resumed": "resumed (was {from})",
+    "admitted": "admitted: concurrency key {key} handed on by {after}",
+    "swept": "stalled {idle_s}s: the sweeper {action}",
+}
 MAX_MESSAGE = 80
 
 
@@ -22,6 +39,9 @@ def format_step(graph_id: str, record: Mapping[str, Any]) -> str:
         )
     if record.get("status") == "sleeping":
         parts.append(f"sleeping {record.get('sleep_s', '?')}s (no worker held)")
+    note = NOTES.get(str(record.get("status")))
+    if note:
+        parts.append(note.format_map(_Missing(record)))
     keys = list(record.get("changed_keys") or ())
     if keys:
         parts.append(f"(+{', '.join(str(k) for k in keys)})")
@@ -57,3 +77,10 @@ def shorten(text: str, limit: int = MAX_MESSAGE) -> str:
     if len(first) > limit or len(lines) > 1:
         return first[: limit - 1].rstrip() + "…"
     return first
+
+
+class _Missing(dict[str, Any]):
+    """A record for `str.format_map`: missing fields read `?`."""
+
+    def __missing__(self, key: str) -> str:
+        return "?"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import click
 
@@ -23,13 +23,37 @@ from graphrunner.cli.progress import format_step
 from graphrunner.cli.session import run_session
 from graphrunner.client import RunHandle, WaitTimeout
 from graphrunner.engine import RunSnapshot
-from graphrunner.errors import GraphNotFound, GraphrunnerError, GraphValidationError, StateValidationError
+from graphrunner.errors import (
+    GraphNotFound,
+    GraphrunnerError,
+    GraphValidationError,
+    InvalidCapabilities,
+    StateValidationError,
+)
 from graphrunner.graph import Graph
 from graphrunner.results import RunResult
 from graphrunner.runner.local import StepObserver
 from graphrunner.settings import Settings
 
 INTERRUPTED = 130
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def capability_option(func: F) -> F:
+    """Add `--capability PATTERN` (repeatable, as `capabilities`)."""
+    return click.option(
+        "--capability",
+        "capabilities",
+        multiple=True,
+        metavar="PATTERN",
+        help="A capability of the run: an fnmatch pattern over tool:NAME, tool:python:MODULE.FN or "
+        "graph:ID. Repeatable; without it the run gets GRAPHRUNNER_DEFAULT_CAPABILITIES ('*' when unset).",
+    )(func)
+
+
+def chosen(capabilities: Sequence[str]) -> list[str] | None:
+    """The `--capability` patterns given, or None for the deployment's default."""
+    return list(capabilities) or None
 
 
 @click.command("run")
@@ -52,6 +76,7 @@ INTERRUPTED = 130
     is_flag=True,
     help="Run in this process with the in-process runner: no Redis, no Celery, nothing stored.",
 )
+@capability_option
 def run(
     graph_ref: str,
     input_pairs: dict[str, Any],
@@ -60,6 +85,7 @@ def run(
     timeout: float | None,
     local: bool,
     in_process: bool,
+    capabilities: tuple[str, ...],
 ) -> None:
     """Run a graph to the end and print its result.
 
@@ -79,9 +105,10 @@ def run(
     graph = open_graph(graph_ref, settings)
     if in_process:
         observer = None if settings.quiet else progress_printer()
-        result = execute(graph, inputs, observer, timeout)
+        result = execute(graph, inputs, observer, timeout, chosen(capabilities))
     else:
-        result = run_on_cluster(graph, inputs, settings, local=local, timeout=timeout)
+        caps = chosen(capabilities)
+        result = run_on_cluster(graph, inputs, settings, local=local, timeout=timeout, capabilities=caps)
     if as_json:
         print_json(result.to_dict())
     else:
@@ -90,12 +117,18 @@ def run(
 
 
 def run_on_cluster(
-    graph: Graph, inputs: Mapping[str, Any], settings: Settings, *, local: bool, timeout: float | None
+    graph: Graph,
+    inputs: Mapping[str, Any],
+    settings: Settings,
+    *,
+    local: bool,
+    timeout: float | None,
+    capabilities: Sequence[str] | None = None,
 ) -> RunResult:
     """Submit the run, print its progress until it settles, and return its result."""
     try:
         with reported_errors(), run_session(settings, graph, local=local) as session:
-            handle = session.client.submit(graph, inputs)
+            handle = session.client.submit(graph, inputs, capabilities=capabilities)
             return await_result(handle, graph.id, timeout, quiet=settings.quiet, embedded=session.embedded)
     except KeyboardInterrupt:
         fail("interrupted", INTERRUPTED)
@@ -132,25 +165,34 @@ def interrupted(run_id: str, embedded: bool) -> str:
 
 
 def execute(
-    graph: Graph, inputs: Mapping[str, Any], observer: StepObserver | None, timeout: float | None
+    graph: Graph,
+    inputs: Mapping[str, Any],
+    observer: StepObserver | None,
+    timeout: float | None,
+    capabilities: Sequence[str] | None = None,
 ) -> RunResult:
     """Run the graph in-process; user errors print `error: ...` and exit (2 for bad inputs, else 1)."""
     try:
-        return run_graph(graph, inputs, observer, timeout)
+        return run_graph(graph, inputs, observer, timeout, capabilities)
     except TimeoutError:
         limit = f" after {timeout:g}s" if timeout else ""
         fail(f"run of graph {graph.id!r} timed out{limit} (--timeout)", 1)
-    except (StateValidationError, GraphNotFound, GraphValidationError) as exc:
+    except (StateValidationError, GraphNotFound, GraphValidationError, InvalidCapabilities) as exc:
         fail(str(exc), USAGE_ERROR)
     except GraphrunnerError as exc:
         fail(str(exc), 1)
 
 
 def run_graph(
-    graph: Graph, inputs: Mapping[str, Any], observer: StepObserver | None, timeout: float | None
+    graph: Graph,
+    inputs: Mapping[str, Any],
+    observer: StepObserver | None,
+    timeout: float | None,
+    capabilities: Sequence[str] | None = None,
 ) -> RunResult:
-    """The in-process runner, bounded by `timeout` seconds."""
-    return asyncio.run(asyncio.wait_for(graph.invoke(inputs, on_step=observer), timeout))
+    """The in-process runner, bounded by `timeout` seconds (capabilities: the deployment's default)."""
+    run = graph.invoke(inputs, on_step=observer, capabilities=capabilities)
+    return asyncio.run(asyncio.wait_for(run, timeout))
 
 
 def progress_printer() -> StepObserver:

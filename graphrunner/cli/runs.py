@@ -11,7 +11,7 @@ import click
 from graphrunner.cli.common import input_options, merge_inputs, open_graph, plural, print_json
 from graphrunner.cli.connect import cluster_client, cluster_settings, reported_errors
 from graphrunner.cli.progress import format_step
-from graphrunner.cli.run import describe_error, human_summary
+from graphrunner.cli.run import capability_option, chosen, describe_error, human_summary
 from graphrunner.cli.runs_list import iso_time
 from graphrunner.client import Client, WaitTimeout
 from graphrunner.cluster.messages import check_run_id
@@ -33,12 +33,26 @@ timeout_option = click.option(
     "--run-id", metavar="ID", help="Your own run id; submitting the same id again starts no new run."
 )
 @click.option("--json", "as_json", is_flag=True, help='Print {"run_id": ...}.')
+@capability_option
+@click.option(
+    "--concurrency-key",
+    metavar="KEY",
+    help="At most one active run per KEY: this run waits (pending) while another holds it.",
+)
+@click.option(
+    "--refuse-if-busy",
+    is_flag=True,
+    help="With --concurrency-key: submit nothing (exit 1) instead of waiting when the key is held.",
+)
 def submit(
     graph_ref: str,
     input_pairs: dict[str, Any],
     inputs_json: dict[str, Any],
     run_id: str | None,
     as_json: bool,
+    capabilities: tuple[str, ...],
+    concurrency_key: str | None,
+    refuse_if_busy: bool,
 ) -> None:
     """Enqueue a run of GRAPH on the cluster and print its run id at once."""
     settings = cluster_settings()
@@ -47,7 +61,15 @@ def submit(
             check_run_id(run_id)
         graph = open_graph(graph_ref, settings)
         with cluster_client(settings) as client:
-            handle = client.submit(graph, merge_inputs(inputs_json, input_pairs), run_id=run_id)
+            inputs = merge_inputs(inputs_json, input_pairs)
+            handle = client.submit(
+                graph,
+                inputs,
+                run_id=run_id,
+                capabilities=chosen(capabilities),
+                concurrency_key=concurrency_key,
+                when_busy="refuse" if refuse_if_busy else "queue",
+            )
     if as_json:
         print_json({"run_id": handle.id})
     else:
@@ -140,15 +162,39 @@ def settle(
     metavar="JSON",
     help="Merge these fields into the state first, e.g. --state '{\"approved\": true}'.",
 )
+@click.option(
+    "--upgrade",
+    is_flag=True,
+    help="Re-pin the run to the current version of its graph (found by id on the graph path).",
+)
+@click.option(
+    "--graph",
+    "graph_ref",
+    metavar="GRAPH",
+    help="Re-pin the run to this version of its graph (a file or graph id); implies --upgrade.",
+)
 @click.option("--wait", "wait_for", is_flag=True, help="Wait for the run to settle and print its result.")
 @timeout_option
 @json_option
 def resume(
-    run_id: str, patch: dict[str, Any] | None, wait_for: bool, timeout: float | None, as_json: bool
+    run_id: str,
+    patch: dict[str, Any] | None,
+    upgrade: bool,
+    graph_ref: str | None,
+    wait_for: bool,
+    timeout: float | None,
+    as_json: bool,
 ) -> None:
-    """Continue a paused, failed or cancelled run at its node (optionally with a state patch)."""
+    """Continue a failed, cancelled, paused or stalled run at its node, at its step count.
+
+    The run stays pinned to the graph version it started with (editing the graph file
+    changes nothing for it) unless --upgrade or --graph re-pins it; its current node
+    must exist in the new version. A running run can be resumed only when it has made
+    no progress for GRAPHRUNNER_STALL_AFTER seconds.
+    """
     with reported_errors(), cluster_client() as client:
-        handle = client.resume(run_id, patch)
+        target = graph_ref or (client.run(run_id).snapshot().graph_id if upgrade else None)
+        handle = client.resume(run_id, patch, upgrade=target)
         if not wait_for:
             if as_json:
                 print_json({"run_id": handle.id, "status": handle.status()})

@@ -1,18 +1,52 @@
-"""`graphrunner list [--graph ID] [--status S] [--limit N] [--offset N] [--json]`: runs, newest first."""
+"""`graphrunner list [--graph ID] [--status S] [--since T] [--until T] [--limit N] [--cursor C] [--json]`.
+
+Runs newest first, a page at a time; when there are more, the command that prints the next
+page goes to stderr (`next page: graphrunner list ... --cursor C`).
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+import shlex
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import click
 
-from graphrunner.cli.common import print_json
+from graphrunner.cli.common import USAGE_ERROR, fail, print_json
 from graphrunner.cli.connect import cluster_client, reported_errors
 from graphrunner.engine import RunStatus
-from graphrunner.store import RunSummary
+from graphrunner.store import InvalidRunQuery, RunPage, RunSummary
+from graphrunner.store.query import MAX_LIMIT
 
 COLUMNS = ("RUN_ID", "GRAPH", "STATUS", "STEPS", "CREATED")
+AGO = re.compile(r"^(\d+)([smhdw])$")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+TIME_HELP = "ISO-8601 (2026-05-01, 2026-05-01T12:00:00Z; no zone means UTC) or a time ago (30m, 2h, 7d)"
+
+
+class TimeParam(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
+    """An ISO-8601 date or time (UTC unless it says otherwise), or a duration ago like `2h`."""
+
+    name = "TIME"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> datetime:
+        if isinstance(value, datetime):
+            return value
+        try:
+            return parse_time(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not a time: use {TIME_HELP}", param, ctx)
+
+
+def parse_time(text: str, now: datetime | None = None) -> datetime:
+    """`2h` (before `now`) or an ISO-8601 date/time, as an aware datetime; raises ValueError."""
+    text = text.strip()
+    ago = AGO.match(text)
+    if ago:
+        return (now or datetime.now(UTC)) - timedelta(**{UNITS[ago[2]]: int(ago[1])})
+    parsed = datetime.fromisoformat(text)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
 
 
 @click.command("list")
@@ -22,19 +56,68 @@ COLUMNS = ("RUN_ID", "GRAPH", "STATUS", "STEPS", "CREATED")
     type=click.Choice([s.value for s in RunStatus]),
     help="Only runs with this status.",
 )
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most N runs.")
-@click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip the N newest runs first.")
+@click.option("--since", type=TimeParam(), help=f"Only runs created at or after this time: {TIME_HELP}.")
+@click.option("--until", type=TimeParam(), help="Only runs created before this time (same forms).")
+@click.option(
+    "--limit",
+    type=click.IntRange(1, MAX_LIMIT),
+    default=50,
+    show_default=True,
+    help="At most N runs on the page.",
+)
+@click.option("--cursor", metavar="C", help="Start where a previous page ended (printed on stderr).")
+@click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip the N newest matching runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of runs.")
-def list_runs(graph_id: str | None, status: str | None, limit: int, offset: int, as_json: bool) -> None:
-    """List runs, newest first."""
+def list_runs(
+    graph_id: str | None,
+    status: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    limit: int,
+    cursor: str | None,
+    offset: int,
+    as_json: bool,
+) -> None:
+    """List runs, newest first, a page at a time; the next page's command goes to stderr."""
     with reported_errors(), cluster_client() as client:
-        runs = client.list_runs(graph_id=graph_id, status=status, limit=limit, offset=offset)
+        try:
+            page = client.list_page(graph_id, status, limit, offset, since=since, until=until, cursor=cursor)
+        except InvalidRunQuery as exc:
+            fail(str(exc), USAGE_ERROR)
     if as_json:
-        print_json([summary_dict(r) for r in runs])
-    elif runs:
-        click.echo(table([COLUMNS, *(row(r) for r in runs)]))
+        print_json([summary_dict(r) for r in page.runs])
+    elif page.runs:
+        click.echo(table([COLUMNS, *(row(r) for r in page.runs)]))
     else:
         click.echo("no runs")
+    if page.next_cursor:
+        hint = next_page(page, graph_id=graph_id, status=status, since=since, limit=limit, as_json=as_json)
+        click.echo(f"next page: {hint}", err=True)
+
+
+def next_page(
+    page: RunPage,
+    *,
+    graph_id: str | None,
+    status: str | None,
+    since: datetime | None,
+    limit: int,
+    as_json: bool,
+) -> str:
+    """The command line that lists the page after `page` (a relative `--since` made absolute)."""
+    args = ["graphrunner", "list"]
+    if graph_id:
+        args += ["--graph", graph_id]
+    if status:
+        args += ["--status", status]
+    if since:
+        args += ["--since", since.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")]
+    if limit != 50:
+        args += ["--limit", str(limit)]
+    args += ["--cursor", page.next_cursor or ""]
+    if as_json:
+        args.append("--json")
+    return shlex.join(args)
 
 
 def summary_dict(run: RunSummary) -> dict[str, Any]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
+from celery import signals
 
 from graphrunner.cli.common import USAGE_ERROR, fail, load_settings
 from graphrunner.cluster.app import Runtime
@@ -30,6 +33,12 @@ def worker(celery_args: tuple[str, ...]) -> None:
         runtime = _runtime().serve()
     except ConfigurationError as exc:
         fail(str(exc), USAGE_ERROR)
+
+    def preflight(sender: Any = None, instance: Any = None, **_: Any) -> None:
+        if getattr(instance, "app", None) is runtime.app:  # once Celery's logging is set up
+            runtime.preflight()
+
+    signals.celeryd_after_setup.connect(preflight, weak=False)
     runtime.app.worker_main(["worker", "--loglevel=WARNING", *celery_args])
 
 
@@ -39,3 +48,14 @@ def flower(flower_args: tuple[str, ...]) -> None:
     """Run Flower against the configured broker; options go to Flower (e.g. --basic-auth=user:pass)."""
     runtime = _runtime()
     runtime.app.start(["flower", *flower_args])
+
+
+@click.command("beat", context_settings=PASS_THROUGH)
+@click.argument("beat_args", nargs=-1, type=click.UNPROCESSED)
+def beat(beat_args: tuple[str, ...]) -> None:
+    """Run the beat schedule alone (the stalled-run sweeper every GRAPHRUNNER_SWEEP_INTERVAL s).
+
+    The same as starting one worker with -B; options go to `celery beat`. Run one.
+    """
+    runtime = _runtime()
+    runtime.app.start(["beat", "--loglevel=WARNING", *beat_args])

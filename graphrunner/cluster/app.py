@@ -8,10 +8,20 @@ from typing import Any
 
 from celery import Celery, Signature, chord
 
+from graphrunner.cluster import lifecycle, sweeper
 from graphrunner.cluster.backend import backend_url
 from graphrunner.cluster.executor import StepExecutor
+from graphrunner.cluster.heartbeat import Heartbeats
 from graphrunner.cluster.items import ItemRunner, later
-from graphrunner.cluster.messages import ITEM_TASK_NAME, TASK_NAME, BadMessage, ItemMessage, StepMessage
+from graphrunner.cluster.messages import (
+    ITEM_TASK_NAME,
+    SWEEP_TASK_NAME,
+    TASK_NAME,
+    BadMessage,
+    ItemMessage,
+    StepMessage,
+)
+from graphrunner.cluster.preflight import VisibilityCheck, check_at_startup
 from graphrunner.engine import RunSnapshot
 from graphrunner.errors import ConfigurationError
 from graphrunner.graph import Graph
@@ -31,19 +41,35 @@ class Runtime:
         if not settings.redis_url:
             raise ConfigurationError("GRAPHRUNNER_REDIS_URL is not set")
         self.settings = settings
-        self.store = RedisStore.from_url(settings.redis_url, retry_seconds=store_retry_seconds)
+        self.store = RedisStore.from_url(
+            settings.redis_url, retry_seconds=store_retry_seconds, retention_seconds=settings.retention
+        )
         self.app = create_app(settings)
-        runner = LocalRunner(cache=self.store, cache_ttl=settings.cache_ttl)
+        runner = LocalRunner(
+            cache=self.store,
+            cache_ttl=settings.cache_ttl,
+            max_state_bytes=settings.max_state_bytes,
+            default_capabilities=settings.default_capabilities,
+        )
         self.executor = StepExecutor(self.store, self, runner, chunk=settings.fanout_chunk)
         self.executor.loop_slice = max(1.0, min(10.0, settings.visibility_timeout / 3))
-        self.items = ItemRunner(self.store, runner)
+        self.executor.max_redeliveries = settings.max_redeliveries
+        self.executor.heartbeats = Heartbeats(self.store, interval=min(30.0, settings.stall_after / 4))
+        self.items = ItemRunner(self.store, runner, max_redeliveries=settings.max_redeliveries)
         _register_tasks(self)
 
     def serve(self) -> Runtime:
-        """Prepare to take steps as a worker: load the deployment hooks (GRAPHRUNNER_HOOKS)."""
+        """Prepare to take steps as a worker: load the deployment hooks (GRAPHRUNNER_HOOKS), and
+        check each graph's node timeouts and retry waits against the visibility timeout."""
         if self.settings.hooks_file is not None:
             self.executor.runner.deployment_hooks = load_hooks_file(self.settings.hooks_file)
+        self.executor.visibility = VisibilityCheck(self.settings.visibility_timeout)
         return self
+
+    def preflight(self) -> list[str]:
+        """Warn (logged) when the visibility timeout is not longer than what the graphs on the
+        graph path may hold a message for; returns the warnings."""
+        return check_at_startup(self.settings)
 
     def _queue(self, snap: RunSnapshot, graph: Graph | None) -> str:
         graph = graph or self.executor.graphs.get(snap.graph_hash)
@@ -64,6 +90,13 @@ class Runtime:
     def enqueue(self, snap: RunSnapshot, graph: Graph | None = None, countdown: float | None = None) -> None:
         """Send the message for the step after `snap`, named and routed after its node."""
         self._step(snap, graph).apply_async(countdown=countdown)
+
+    def finished(self, snap: RunSnapshot) -> None:
+        """A run has finished: wake its parent's step, hand its concurrency key on."""
+        if snap.parent:
+            self.notify(snap.parent["run_id"], snap.parent["step"], snap.parent["phase"])
+        if snap.concurrency_key:
+            lifecycle.hand_on(self, snap)
 
     def notify(self, run_id: str, step: int, phase: int) -> None:
         """Wake a parent's step whose child run has finished."""
@@ -123,6 +156,16 @@ def create_app(settings: Settings) -> Celery:
         worker_hijack_root_logger=False,
         worker_send_task_events=settings.task_events,
         task_send_sent_event=settings.task_events,
+        # the sweeper runs wherever beat runs (`graphrunner worker -B`, or `celery beat`);
+        # the schedule lives in memory: nothing is written to the working directory
+        beat_scheduler="celery.beat:Scheduler",
+        beat_schedule={
+            "graphrunner-sweep": {
+                "task": SWEEP_TASK_NAME,
+                "schedule": float(max(1, settings.sweep_interval)),
+                "options": {"queue": settings.queue, "expires": float(max(1, settings.sweep_interval))},
+            }
+        },
     )
     return app
 
@@ -153,7 +196,7 @@ def _register_tasks(runtime: Runtime) -> None:
         except BadMessage as exc:
             log.error("%s", exc)
             return "bad_message"
-        return runtime.executor.execute(msg).outcome
+        return runtime.executor.execute(msg, redelivered=_redelivered(self)).outcome
 
     def item(self: Any, *args: Any, **kwargs: Any) -> None:
         """Run one foreach item and record its result; never raises (it is a chord part)."""
@@ -163,13 +206,21 @@ def _register_tasks(runtime: Runtime) -> None:
             log.error("%s", exc)
             return None
         try:
-            deferred = runtime.executor.run_async(runtime.items.run(msg))
+            with runtime.executor.heartbeats.beating(msg.run_id):
+                deferred = runtime.executor.run_async(runtime.items.run(msg, redelivered=_redelivered(self)))
         except Exception as exc:  # Redis gone past its retry budget: try the item again later
             log.warning("item %s of run %s could not be recorded (%s); retrying", msg.index, msg.run_id, exc)
             raise self.retry(args=[msg.model_dump()], countdown=5) from None
         if deferred is not None:
             raise self.retry(args=[later(msg, deferred)], countdown=deferred.delay)
         return None
+
+    def sweep(self: Any) -> dict[str, Any]:
+        """One sweeper pass (from the beat schedule): repair stalled runs."""
+        report = sweeper.sweep(runtime)
+        if report.repaired:
+            log.warning("sweeper repaired %d stalled run(s)", len(report.repaired))
+        return report.to_dict()
 
     # shared=False: a second Runtime in one process must not get this runtime's tasks
     options = {
@@ -183,3 +234,10 @@ def _register_tasks(runtime: Runtime) -> None:
     # chord-part script whether or not the result is stored, and the join reads the item
     # records graphrunner keeps (storing one costs a GET and a SET per item)
     runtime.app.task(name=ITEM_TASK_NAME, **options, ignore_result=True, max_retries=None)(item)
+    runtime.app.task(name=SWEEP_TASK_NAME, bind=True, shared=False, ignore_result=True)(sweep)
+
+
+def _redelivered(task: Any) -> bool:
+    """The broker delivered this message before without an acknowledgement (kombu sets the flag
+    when it restores a message of a lost worker or requeues a rejected one)."""
+    return bool((task.request.delivery_info or {}).get("redelivered"))

@@ -34,8 +34,14 @@ def child_snapshot(
     assert plan.child_graph is not None
     child = ex.graphs.child(graph, plan.child_graph)
     inputs, state = child.split_child_values(plan.child_values or {})
-    first = engine.begin(
-        child, inputs, run_id=run_id, state=state, capabilities=snap.capabilities, depth=snap.depth + 1
+    first = engine.begin(  # exactly the parent's capabilities: a child never widens them
+        child,
+        inputs,
+        run_id=run_id,
+        state=state,
+        capabilities=snap.capabilities,
+        depth=snap.depth + 1,
+        max_state_bytes=ex.runner.max_state_bytes,
     )
     parent = {"run_id": snap.run_id, "step": snap.step, "phase": phase}
     return child, first.model_copy(update={"parent": parent})
@@ -74,6 +80,9 @@ async def join(ex: StepExecutor, graph: Graph, snap: RunSnapshot, plan: StepPlan
         outcome = ChildOutcome("failed", error={"message": f"child run {wait.child} has vanished"})
     elif not child.status.finished:
         return "waiting"  # a stray wake-up: the child wakes the parent again when it finishes
+    elif child.capabilities != snap.capabilities:  # a run that took the child's id: never trusted
+        message = f"child run {wait.child} has capabilities {list(child.capabilities)}, not its parent's"
+        outcome = ChildOutcome("failed", error={"type": "permission_denied", "message": message})
     else:
         outcome = ChildOutcome(child.status.value, dict(child.state), child.output, child.error)
     return await ex.finish(graph, snap, plan, outcome, wait.hook_round)

@@ -24,8 +24,10 @@ from typing import Any
 from graphrunner import engine
 from graphrunner.cluster import children, fanout, sequence
 from graphrunner.cluster.graphs import GraphCache
+from graphrunner.cluster.heartbeat import Heartbeats
 from graphrunner.cluster.items import durable_call
 from graphrunner.cluster.messages import StepMessage
+from graphrunner.cluster.preflight import VisibilityCheck
 from graphrunner.cluster.sender import Sender
 from graphrunner.cluster.waits import Wait, timed
 from graphrunner.engine import NoOutcome, Outcome, RunSnapshot, RunStatus, StepPlan
@@ -73,6 +75,9 @@ class StepExecutor:
         self.runner = runner or LocalRunner(cache=store)
         self.chunk = max(1, chunk)
         self.loop_slice = 10.0  # seconds a task runs sequential items before handing on
+        self.visibility = VisibilityCheck(None)  # a worker's `serve` sets the broker's timeout
+        self.max_redeliveries = 5  # redeliveries of one step and phase before it is poison
+        self.heartbeats = Heartbeats(store, interval=60.0)
         self._local = threading.local()
         self._loops: list[asyncio.AbstractEventLoop] = []
         self._lock = threading.Lock()
@@ -87,7 +92,8 @@ class StepExecutor:
         return loop.run_until_complete(coro)
 
     def close(self) -> None:
-        """Close the event loops of the threads that took steps (when the worker stops)."""
+        """Close the event loops of the threads that took steps, stop heartbeats (the worker stops)."""
+        self.heartbeats.stop()
         with self._lock:
             loops, self._loops = self._loops, []
         for loop in loops:
@@ -97,21 +103,44 @@ class StepExecutor:
 
     # -- entry ---------------------------------------------------------------------------
 
-    def execute(self, msg: StepMessage) -> StepReport:
-        """Take (or go on with) the step `msg` names, unless the run has moved on."""
+    def execute(self, msg: StepMessage, *, redelivered: bool = False) -> StepReport:
+        """Take (or go on with) the step `msg` names, unless the run has moved on.
+
+        `redelivered`: the broker says this message was delivered before and not acknowledged
+        (its worker died, or it was rejected): counted, and past `max_redeliveries` the step
+        is a poison message and fails its run instead of killing another worker.
+        """
         snap = self.store.load_run(msg.run_id)
         if snap is None:
             log.warning("step message for unknown run %s dropped", msg.run_id)
             return StepReport("unknown_run", msg.run_id, msg.step)
         if snap.step != msg.step or snap.status is not RunStatus.RUNNING:
             return self._stale(snap, msg)
+        if redelivered and msg.phase == snap.phase and self._poisoned(snap):
+            return StepReport("poison", msg.run_id, msg.step)
         try:
             graph = self.graphs.get(snap.graph_hash)
         except GraphrunnerError as exc:
             return self._fail_unloadable(snap, msg, exc)
-        if msg.phase != snap.phase:
-            return StepReport(self._out_of_phase(graph, snap, msg), msg.run_id, msg.step)
-        return StepReport(self.run_async(self._go(graph, snap)), msg.run_id, msg.step)
+        with self.heartbeats.beating(snap.run_id):
+            if msg.phase != snap.phase:
+                return StepReport(self._out_of_phase(graph, snap, msg), msg.run_id, msg.step)
+            return StepReport(self.run_async(self._go(graph, snap)), msg.run_id, msg.step)
+
+    def _poisoned(self, snap: RunSnapshot) -> bool:
+        """Count a redelivery of the step at `snap`; past the cap, fail the run (True)."""
+        count = self.store.count_redelivery(snap.run_id, f"{snap.step + 1}.{snap.phase}")
+        if count <= self.max_redeliveries:
+            log.warning("step %s of run %s redelivered (%s so far)", snap.step + 1, snap.run_id, count)
+            return False
+        message = (
+            f"step {snap.step + 1} (node '{snap.node}') was redelivered {count} times without "
+            f"finishing: its task keeps losing its worker (killed, out of memory?), so the run is "
+            f"stopped instead of trying again (GRAPHRUNNER_MAX_REDELIVERIES={self.max_redeliveries})"
+        )
+        error = {"type": "limit_exceeded", "message": message, "node": snap.node, "step": snap.step + 1}
+        self._end_failed(snap, error)
+        return True
 
     async def _go(self, graph: Graph, snap: RunSnapshot) -> str:
         if snap.wait is not None:
@@ -128,6 +157,7 @@ class StepExecutor:
 
     async def fresh(self, graph: Graph, snap: RunSnapshot, hook_round: int) -> str:
         """Plan the step at the run's node and start its work."""
+        self.visibility.check(graph.content_hash, graph.spec)
         plan = engine.prepare(graph, snap, utcnow())
         if plan.failure is None:
             if plan.kind == "action":
@@ -158,7 +188,8 @@ class StepExecutor:
 
     async def act(self, graph: Graph, snap: RunSnapshot, plan: StepPlan, wait: Wait) -> str:
         """Dispatch the node's action from `wait.attempt`; a long wait suspends the step."""
-        assert plan.call is not None
+        if plan.failure is not None or plan.call is None:  # e.g. denied: fail closed, run nothing
+            return await self.finish(graph, snap, plan, NoOutcome(), wait.hook_round)
         outcome = await durable_call(
             self.runner,
             snap.graph_hash,
@@ -251,8 +282,8 @@ class StepExecutor:
             )
             self.sender.enqueue(snap, None)
             return StepReport("repaired", msg.run_id, msg.step)
-        if snap.status.finished and snap.parent:
-            self._follow(snap, None)  # the parent may not have heard: waking it twice is harmless
+        if snap.status.finished and (snap.parent or snap.concurrency_key):
+            self._follow(snap, None)  # the parent (or the key) may not have heard: twice is harmless
         if snap.status is not RunStatus.RUNNING:
             return StepReport("not_running", msg.run_id, msg.step)
         return StepReport("stale", msg.run_id, msg.step)
@@ -299,11 +330,12 @@ class StepExecutor:
 
 
 def send_next(sender: Sender, snap: RunSnapshot, graph: Graph | None) -> None:
-    """Send what follows a committed `snap`: its next step, or its parent's wake-up when it ended."""
+    """Send what follows a committed `snap`: its next step, or, when it ended, its parent's
+    wake-up and the next run waiting for its concurrency key."""
     if snap.status is RunStatus.RUNNING:
         sender.enqueue(snap, graph)
-    elif snap.status.finished and snap.parent:
-        sender.notify(snap.parent["run_id"], snap.parent["step"], snap.parent["phase"])
+    elif snap.status.finished:
+        sender.finished(snap)
 
 
 def deferred_wait(deferred: Deferred, hook_round: int) -> Wait:

@@ -41,13 +41,18 @@ async def start(ex: StepExecutor, graph: Graph, snap: RunSnapshot, plan: StepPla
     return ex.suspend_and_send(graph, snap, wait)
 
 
-def send_chunk(ex: StepExecutor, graph: Graph, snap: RunSnapshot, wait: Wait) -> None:
-    """Send items `[wait.next, wait.upto)` as a chord joined by the step at `snap`'s phase."""
+def send_chunk(
+    ex: StepExecutor, graph: Graph, snap: RunSnapshot, wait: Wait, only: set[int] | None = None
+) -> None:
+    """Send items `[wait.next, wait.upto)` (those in `only`, when given: the sweeper re-sends
+    lost ones) as a chord joined by the step at `snap`'s phase."""
     plan = engine.prepare(graph, snap, utcnow())
     assert plan.items is not None
     node, now = graph.nodes[plan.node], utcnow()
     payloads: list[dict[str, Any]] = []
     for index in range(wait.next, wait.upto):
+        if only is not None and index not in only:
+            continue
         call = engine.item_call(node, snap, index, plan.items[index], now)
         if isinstance(call, ActionFailure):  # nothing to dispatch: recorded as failed right away
             ex.store.save_item(snap.run_id, wait.tag, index, failed_record(call))

@@ -7,6 +7,7 @@ returns nothing, so Celery's chord only counts it.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -90,15 +91,29 @@ def outcome_of(index: int, item: Any, record: dict[str, Any] | None) -> ItemOutc
     return ItemOutcome(index, item, ActionOutcome(failure=failure, attempts=attempts))
 
 
+STATUS_TTL = 0.5  # seconds an item task trusts the run status it last read (cancel reaches items this late)
+
+
 class ItemRunner:
     """Runs item messages: dispatch the call, record the result."""
 
-    def __init__(self, store: RedisStore, runner: LocalRunner) -> None:
+    def __init__(self, store: RedisStore, runner: LocalRunner, *, max_redeliveries: int = 5) -> None:
         self.store = store
         self.runner = runner
+        self.max_redeliveries = max_redeliveries
+        self._statuses: dict[str, tuple[float, str | None]] = {}
 
-    async def run(self, msg: ItemMessage) -> Deferred | None:
-        """Run the item; a `Deferred` means: send it again later (nothing was recorded)."""
+    async def run(self, msg: ItemMessage, *, redelivered: bool = False) -> Deferred | None:
+        """Run the item; a `Deferred` means: send it again later (nothing was recorded).
+
+        Items of a run that is no longer running (cancelled, failed) are skipped: nothing
+        runs, nothing is recorded. An item redelivered more than `max_redeliveries` times
+        (its task keeps losing its worker) is recorded as failed without running it again.
+        """
+        if self._status(msg.run_id) != "running":
+            return None
+        if redelivered and self._poisoned(msg):
+            return None
         call = call_from(msg.call)
         context = ToolContext(msg.run_id, msg.graph_id, call.node, msg.step, item_index=msg.index)
         outcome = await durable_call(
@@ -108,6 +123,29 @@ class ItemRunner:
             return outcome
         self.store.save_item(msg.run_id, msg.tag, msg.index, record_of(outcome))
         return None
+
+    def _status(self, run_id: str) -> str | None:
+        now = time.monotonic()
+        seen = self._statuses.get(run_id)
+        if seen is None or now - seen[0] > STATUS_TTL:
+            if len(self._statuses) > 1000:
+                self._statuses.clear()
+            seen = self._statuses[run_id] = (now, self.store.status_of(run_id))
+        return seen[1]
+
+    def _poisoned(self, msg: ItemMessage) -> bool:
+        count = self.store.count_redelivery(msg.run_id, f"item:{msg.tag}:{msg.index}")
+        if count <= self.max_redeliveries:
+            return False
+        failure = ActionFailure(
+            "permanent",
+            f"item {msg.index} was redelivered {count} times without finishing (its task keeps "
+            f"losing its worker: killed, out of memory?); not run again "
+            f"(GRAPHRUNNER_MAX_REDELIVERIES={self.max_redeliveries})",
+            "PoisonMessage",
+        )
+        self.store.save_item(msg.run_id, msg.tag, msg.index, failed_record(failure))
+        return True
 
 
 def later(msg: ItemMessage, deferred: Deferred) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from graphrunner.cluster.app import Runtime
 @contextmanager
 def local_worker(runtime: Runtime, *, concurrency: int = 2, queues: Sequence[str] = ()) -> Iterator[Any]:
     """Run a worker with a thread pool until the block ends."""
-    runtime.serve()
+    runtime.serve().preflight()
     wanted = [runtime.settings.queue, *queues]
     with start_worker(
         runtime.app,

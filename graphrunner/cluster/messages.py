@@ -12,6 +12,7 @@ from graphrunner.errors import GraphrunnerError
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 TASK_NAME = "graphrunner.step"
 ITEM_TASK_NAME = "graphrunner.item"
+SWEEP_TASK_NAME = "graphrunner.sweep"
 
 
 class BadMessage(GraphrunnerError):
@@ -30,6 +31,21 @@ def check_run_id(run_id: Any) -> str:
             "starting with a letter or digit"
         )
     return run_id
+
+
+CONCURRENCY_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}$")
+
+
+def check_concurrency_key(key: Any) -> str | None:
+    """`key` (or None) if it is well formed; raises `InvalidRunId` naming the rule otherwise."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not CONCURRENCY_KEY.match(key):
+        raise InvalidRunId(
+            f"invalid concurrency key {key!r}: use 1-200 letters, digits, '_', '.', ':', '/' or '-', "
+            "starting with a letter or digit"
+        )
+    return key
 
 
 class StepMessage(BaseModel):

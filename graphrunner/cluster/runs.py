@@ -10,7 +10,13 @@ from typing import Any
 from graphrunner.graph import Graph
 
 
-def fingerprint(graph: Graph, inputs: Mapping[str, Any], capabilities: Sequence[str]) -> str:
-    """What makes two submits with one run id the same run: graph version, inputs, capabilities."""
-    body = json.dumps([graph.content_hash, inputs, list(capabilities)], sort_keys=True, default=str)
+def fingerprint(
+    graph: Graph, inputs: Mapping[str, Any], capabilities: Sequence[str], concurrency_key: str | None = None
+) -> str:
+    """What makes two submits with one run id the same run: graph version, inputs, capabilities
+    (and the concurrency key, when there is one)."""
+    parts: list[Any] = [graph.content_hash, inputs, list(capabilities)]
+    if concurrency_key is not None:
+        parts.append(concurrency_key)
+    body = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(body.encode()).hexdigest()

@@ -16,8 +16,8 @@ class Sender(Protocol):
         """The message that takes (or goes on with) the step after `snap`."""
         ...
 
-    def notify(self, run_id: str, step: int, phase: int) -> None:
-        """Wake the step `(step, phase)` of run `run_id` (a parent whose child run finished)."""
+    def finished(self, snap: RunSnapshot) -> None:
+        """A run has finished: wake its parent's step, hand its concurrency key on."""
         ...
 
     def fan_out(self, snap: RunSnapshot, graph: Graph, items: Sequence[dict[str, Any]]) -> None:

@@ -4,12 +4,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from graphrunner.engine.outcomes import ActionFailure
+from graphrunner.errors import InvalidCapabilities
 
 if TYPE_CHECKING:
     from graphrunner.engine.plan import ActionCall
+
+
+def checked(capabilities: Any) -> tuple[str, ...]:
+    """`capabilities` as a tuple when it is a list or tuple of non-empty strings; raises
+    `InvalidCapabilities` naming the first bad entry otherwise."""
+    if not isinstance(capabilities, list | tuple):
+        hint = f" (write [{capabilities!r}])" if isinstance(capabilities, str) else ""
+        raise InvalidCapabilities(
+            f"capabilities must be a list of patterns such as ['tool:echo'], "
+            f"got {type(capabilities).__name__} {capabilities!r:.80}{hint}"
+        )
+    for index, entry in enumerate(capabilities):
+        if not isinstance(entry, str) or not entry.strip() or entry != entry.strip():
+            raise InvalidCapabilities(
+                f"capability {index} must be a non-empty pattern such as 'tool:echo' (a string, "
+                f"no surrounding spaces), got {type(entry).__name__} {entry!r:.80}"
+            )
+    return tuple(capabilities)
 
 
 def required(call: ActionCall | None, graph_id: str | None = None) -> list[str]:

@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from graphrunner.engine.capabilities import checked
+from graphrunner.engine.limits import check_size
 from graphrunner.engine.plan import eval_context
 from graphrunner.engine.routing import route
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus
@@ -26,20 +28,28 @@ def begin(
     state: Mapping[str, Any] | None = None,
     capabilities: Sequence[str] = ("*",),
     depth: int = 0,
+    max_state_bytes: int | None = None,
 ) -> RunSnapshot:
-    """The snapshot of a new run at the entry node; raises `StateValidationError` for bad inputs."""
-    checked = check_inputs(graph.spec, inputs)
+    """The snapshot of a new run at the entry node.
+
+    Raises `InvalidCapabilities`, `StateValidationError` for bad inputs or state, and
+    `LimitExceeded` when inputs or initial state are over `max_state_bytes`.
+    """
+    caps = checked(capabilities)
+    valid_inputs = check_inputs(graph.spec, inputs)
+    check_size(valid_inputs, max_state_bytes, f"the inputs of graph '{graph.id}'")
     first = initial_state(graph.spec, state)
     check_state(graph.spec, first, "the start of the run")
+    check_size(first, max_state_bytes, f"the initial state of graph '{graph.id}'")
     assert graph.spec.config.start is not None
     return RunSnapshot(
         run_id=run_id,
         graph_id=graph.id,
         graph_hash=graph.content_hash,
-        inputs=checked,
+        inputs=valid_inputs,
         state=first,
         node=graph.spec.config.start,
-        capabilities=tuple(capabilities),
+        capabilities=caps,
         depth=depth,
     )
 
@@ -72,13 +82,23 @@ RESUMABLE = {RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.PAUSED, RunStatus.
 
 
 def resume(
-    graph: Graph, snap: RunSnapshot, now: datetime, patch: Mapping[str, Any] | None = None
+    graph: Graph,
+    snap: RunSnapshot,
+    now: datetime,
+    patch: Mapping[str, Any] | None = None,
+    *,
+    max_state_bytes: int | None = None,
 ) -> RunSnapshot:
-    """Continue a failed, cancelled or paused run at its current node, with `patch` set in state."""
+    """Continue a failed, cancelled or paused run at its current node, with `patch` set in state.
+
+    The run keeps its capabilities: a resume never changes (let alone widens) them.
+    """
     if snap.status not in RESUMABLE or snap.node is None:
         raise ResumeError(f"run {snap.run_id} is {snap.status.value} and cannot be resumed")
     state = {**snap.state, **(patch or {})}
     check_state(graph.spec, state, "resume")
+    if patch:
+        check_size(state, max_state_bytes, f"the state of run {snap.run_id} with the patch")
     resumed = snap.model_copy(update={"state": state, "status": RunStatus.RUNNING, "error": None})
     node = graph.nodes[snap.node]
     if snap.status is RunStatus.PAUSED and isinstance(node.spec, PauseNode):

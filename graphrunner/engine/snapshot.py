@@ -55,6 +55,7 @@ class RunSnapshot(BaseModel):
     wait: dict[str, Any] | None = None
     parent: dict[str, Any] | None = None  # {run_id, step, phase} of the step that started this child run
     children: tuple[str, ...] = ()
+    concurrency_key: str | None = None  # at most one active run per key (DESIGN §3)
 
     def run_namespace(self) -> dict[str, Any]:
         """The `run` expression namespace: id, graph id and the step being taken."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphrunner import namespaces as ns
 from graphrunner.compiled import CompiledNode
+from graphrunner.engine.limits import SETTING, over_limit
 from graphrunner.engine.outcomes import (
     ActionFailure,
     ActionOutcome,
@@ -36,6 +37,8 @@ CATEGORY_OF = {
     "permission_denied": "permission_denied",
     "limit_exceeded": "limit_exceeded",
 }
+
+CHILD_ERROR_TYPES = {"limit_exceeded": "LimitExceeded", "permission_denied": "PermissionDenied"}
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,37 @@ def foreach_fails(graph: Graph, spec: ForeachNode, failed: int, total: int) -> b
     return failed > 0 and error_mode(graph, spec) == "fail" and failed > spec.tolerated(total)
 
 
-def complete(graph: Graph, snap: RunSnapshot, plan: StepPlan, outcome: Outcome, now: datetime) -> StepResult:
-    """Finish the planned step with the runner's outcome; never raises for run errors."""
+def complete(
+    graph: Graph,
+    snap: RunSnapshot,
+    plan: StepPlan,
+    outcome: Outcome,
+    now: datetime,
+    *,
+    max_state_bytes: int | None = None,
+) -> StepResult:
+    """Finish the planned step with the runner's outcome; never raises for run errors.
+
+    A step whose new state would be over `max_state_bytes` (JSON-encoded) fails the run
+    with `limit_exceeded` instead, and the state stays what it was before the step.
+    """
+    result = _complete(graph, snap, plan, outcome, now)
+    if result.snapshot.state is snap.state:
+        return result
+    size = over_limit(result.snapshot.state, max_state_bytes)
+    if size is None:
+        return result
+    err = LimitExceeded(
+        f"node '{plan.node}' would make the state {size} bytes as JSON, over the limit of "
+        f"{max_state_bytes} bytes ({SETTING}); the state is kept as it was before the node",
+        node=plan.node,
+        step=plan.step,
+        state=snap.state,
+    )
+    return _fail(snap, plan, err, result.event.attempts)
+
+
+def _complete(graph: Graph, snap: RunSnapshot, plan: StepPlan, outcome: Outcome, now: datetime) -> StepResult:
     if plan.kind == "limit":
         limit = graph.spec.config.max_steps
         err = LimitExceeded(
@@ -316,11 +348,13 @@ def _after_child(s: _Step, outcome: ChildOutcome) -> StepResult:
         return _paused_on_child(s)
     if outcome.status not in (RunStatus.COMPLETED, RunStatus.COMPLETED_WITH_ERRORS):
         error = outcome.error or {}
-        limit = error.get("type") == "limit_exceeded"  # e.g. nesting deeper than max_depth
+        # a limit (e.g. nesting deeper than max_depth) or a denied dispatch keeps its category
+        kind = error.get("type")
+        classification = kind if kind in ("limit_exceeded", "permission_denied") else "permanent"
         failure = ActionFailure(
-            "limit_exceeded" if limit else "permanent",
+            classification,
             f"subgraph '{spec.graph}' ended {outcome.status}: {error.get('message', 'no error recorded')}",
-            "LimitExceeded" if limit else "SubgraphFailed",
+            CHILD_ERROR_TYPES.get(classification, "SubgraphFailed"),
         )
         return _on_failure(s, failure, 1, outcome.control)
     if spec.outputs is not None:

@@ -30,6 +30,7 @@ from graphrunner.engine import (
     StepPlan,
     StepResult,
 )
+from graphrunner.engine.capabilities import denied
 from graphrunner.engine.outcomes import Control
 from graphrunner.engine.step import foreach_fails
 from graphrunner.errors import GraphrunnerError, RunError
@@ -37,6 +38,7 @@ from graphrunner.model import ForeachNode
 from graphrunner.results import RunResult
 from graphrunner.runner.cache import DEFAULT_TTL, CacheSlot, MemoryCache, ResultCache, cache_key
 from graphrunner.runner.dispatch import Deferred, dispatch
+from graphrunner.settings import Settings
 from graphrunner.tools import ToolContext, ToolRegistry, default_registry
 
 if TYPE_CHECKING:
@@ -63,12 +65,16 @@ class LocalRunner:
         deployment_hooks: Sequence[CompiledHook] = (),
         cache: ResultCache | None = None,
         cache_ttl: int = DEFAULT_TTL,
+        max_state_bytes: int | None = Settings.max_state_bytes,
+        default_capabilities: Sequence[str] = Settings.default_capabilities,
     ) -> None:
         self.registry = registry or default_registry()
         self.on_step = on_step
         self.deployment_hooks = tuple(deployment_hooks)
         self.cache: ResultCache = cache if cache is not None else MemoryCache()
         self.cache_ttl = cache_ttl
+        self.max_state_bytes = max_state_bytes
+        self.default_capabilities = tuple(default_capabilities)
 
     async def invoke(
         self,
@@ -77,17 +83,18 @@ class LocalRunner:
         *,
         state: Mapping[str, Any] | None = None,
         run_id: str | None = None,
-        capabilities: Sequence[str] = ("*",),
+        capabilities: Sequence[str] | None = None,
         depth: int = 0,
     ) -> RunResult:
-        """Start a run and drive it until it finishes or pauses."""
+        """Start a run and drive it until it finishes or pauses (capabilities: the runner's default)."""
         snap = engine.begin(
             graph,
             inputs,
             run_id=run_id or uuid.uuid4().hex,
             state=state,
-            capabilities=capabilities,
+            capabilities=self.default_capabilities if capabilities is None else capabilities,
             depth=depth,
+            max_state_bytes=self.max_state_bytes,
         )
         preflight = self.preflight(graph, snap)
         if preflight is not None:
@@ -187,7 +194,8 @@ class LocalRunner:
         Returns the result and `"retry"` when a hook asked to run the step again (at most
         `MAX_HOOK_RETRIES` times); a `continue`/`fail` answer is already applied.
         """
-        result = engine.complete(graph, snap, plan, outcome, utcnow())
+        limit = self.max_state_bytes
+        result = engine.complete(graph, snap, plan, outcome, utcnow(), max_state_bytes=limit)
         if result.event.status != "error" or plan.kind == "limit" or result.event.error is None:
             return result, None
         error = result.event.error
@@ -205,7 +213,8 @@ class LocalRunner:
         if answer == "retry" and hook_round < MAX_HOOK_RETRIES:
             return result, "retry"
         if answer in ("continue", "fail"):
-            return engine.complete(graph, snap, plan, _with_control(outcome, answer), utcnow()), None
+            controlled = _with_control(outcome, answer)
+            return engine.complete(graph, snap, plan, controlled, utcnow(), max_state_bytes=limit), None
         return result, None
 
     async def _execute(self, graph: Graph, snap: RunSnapshot, plan: StepPlan) -> Outcome:
@@ -292,7 +301,7 @@ class LocalRunner:
 
         Returns the graph hooks' results; a hook that fails is logged and ignored.
         """
-        answers = await self._fire(graph.hooks, event, snap, data, f"graph {graph.id}")
+        answers = await self._fire(graph.hooks, event, snap, data, f"graph {graph.id}", checked=True)
         await self._fire(self.deployment_hooks, event, snap, data, "the deployment")
         return answers
 
@@ -303,11 +312,18 @@ class LocalRunner:
         snap: RunSnapshot,
         data: dict[str, Any],
         owner: str,
+        checked: bool = False,
     ) -> list[Any]:
+        """Dispatch the hooks; with `checked` (a graph's own hooks) only those the run's
+        capabilities allow."""
         answers: list[Any] = []
         if not hooks:
             return answers
         for call in engine.hook_calls(hooks, event, snap, utcnow(), **data):
+            refused = denied(snap.capabilities, call) if checked else None
+            if refused is not None:
+                log.warning("hook %s of %s not run: %s", call.node, owner, refused.message)
+                continue
             try:
                 outcome = await self.call(
                     snap, call, ToolContext(snap.run_id, snap.graph_id, call.node, snap.step)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from graphrunner.engine import RunSnapshot
+
+if TYPE_CHECKING:
+    from graphrunner.store.query import RunPage, RunQuery
 
 
 @dataclass(frozen=True)
@@ -100,3 +103,7 @@ class Store(Protocol):
     def list_runs(
         self, graph_id: str | None = None, status: str | None = None, limit: int = 50, offset: int = 0
     ) -> Sequence[RunSummary]: ...
+
+    def page_runs(self, query: RunQuery) -> RunPage: ...
+
+    def prune_expired(self, now_ms: int | None = None, batch: int = 1000) -> int: ...

@@ -44,6 +44,19 @@ def index_status(status: str) -> str:
     return f"{PREFIX}:idx:status:{status}"
 
 
+def index_graph_status(graph_id: str, status: str) -> str:
+    """Sorted set: the runs of one graph id in one status, scored by creation time (ms).
+
+    The status comes first: statuses hold no `:`, so no graph id can make two keys collide.
+    """
+    return f"{PREFIX}:idx:status:{status}:graph:{graph_id}"
+
+
+def index_expiry() -> str:
+    """Sorted set: finished runs by the time (ms) their keys expire; members `[run_id, graph_id]`."""
+    return f"{PREFIX}:idx:expiry"
+
+
 def items(run_id: str, tag: str) -> str:
     """Hash: the results of one foreach's items by index (`tag` is `step.phase` of its start)."""
     return f"{PREFIX}:run:{{{run_id}}}:items:{tag}"
@@ -52,3 +65,18 @@ def items(run_id: str, tag: str) -> str:
 def cache(digest: str) -> str:
     """String: a cached node result (JSON), under the digest of DESIGN §2.9's cache key."""
     return f"{PREFIX}:cache:{digest}"
+
+
+def concurrency(key: str) -> str:
+    """String: the run id holding a concurrency key (at most one active run per key)."""
+    return f"{PREFIX}:ckey:{{{key}}}"
+
+
+def concurrency_queue(key: str) -> str:
+    """List: run ids waiting (status pending) for a concurrency key, oldest first."""
+    return f"{PREFIX}:ckey:{{{key}}}:queue"
+
+
+def sweep_lock() -> str:
+    """String with a TTL: held while one sweeper pass runs, so passes never overlap."""
+    return f"{PREFIX}:lock:sweep"

@@ -20,11 +20,14 @@ from graphrunner.engine import RunSnapshot
 from graphrunner.errors import GraphrunnerError
 from graphrunner.store import keys
 from graphrunner.store.base import Committed, Created, Fence, RunSummary, StepEntry
+from graphrunner.store.query import RunPage, RunQuery
+from graphrunner.store.redis_index import RunIndex
 
 T = TypeVar("T")
 CONNECTION_ERRORS = (redis.ConnectionError, redis.TimeoutError)
 ITEMS_TTL = 7 * 24 * 3600  # item results outlive a stalled foreach, then go
 ITEMS_BATCH = 1000
+RETENTION_SECONDS = 7 * 24 * 3600  # finished runs expire after this (GRAPHRUNNER_RETENTION)
 
 
 class StoreUnavailable(GraphrunnerError):
@@ -43,21 +46,35 @@ def now_ms() -> int:
 class RedisStore:
     """The Redis implementation of `Store`."""
 
-    def __init__(self, client: redis.Redis, *, retry_seconds: float = 30.0, url: str = "") -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        retry_seconds: float = 30.0,
+        url: str = "",
+        retention_seconds: int = RETENTION_SECONDS,
+    ) -> None:
         # redis-py types replies as bytes | str even with decode_responses=True: treat them as Any here
         self.redis: Any = client
         self.url = url
         self.retry_seconds = retry_seconds
         self._create = client.register_script(_script("create_run.lua"))
         self._commit = client.register_script(_script("commit_step.lua"))
+        self._beat = client.register_script(_script("beat.lua"))
+        self._acquire = client.register_script(_script("acquire_key.lua"))
+        self._release = client.register_script(_script("release_key.lua"))
+        prune = client.register_script(_script("prune_run.lua"))
+        self.index = RunIndex(client, self._call, prune, retention_seconds)
 
     @classmethod
-    def from_url(cls, url: str, *, retry_seconds: float = 30.0) -> RedisStore:
+    def from_url(
+        cls, url: str, *, retry_seconds: float = 30.0, retention_seconds: int = RETENTION_SECONDS
+    ) -> RedisStore:
         """A store for `redis://...`; sockets time out so a dead server is noticed quickly."""
         client = redis.Redis.from_url(
             url, decode_responses=True, socket_connect_timeout=2, socket_timeout=15, health_check_interval=30
         )
-        return cls(client, retry_seconds=retry_seconds, url=url)
+        return cls(client, retry_seconds=retry_seconds, url=url, retention_seconds=retention_seconds)
 
     def _call(self, fn: Callable[[], T]) -> T:
         """Run one Redis operation; after a connection error, retry it with exponential backoff."""
@@ -165,6 +182,91 @@ class RedisStore:
         raw = self._call(lambda: self.redis.hget(keys.run(run_id), "dispatched"))
         return int(raw) if raw not in (None, "") else -1
 
+    # -- liveness: heartbeats, redeliveries, what the sweeper reads -----------------------------
+
+    def beat(self, run_ids: Sequence[str]) -> None:
+        """Record a heartbeat (now) on runs whose steps or items are in flight."""
+        if not run_ids:
+            return
+        stamp = now_ms()
+
+        def write() -> None:
+            pipe = self.redis.pipeline(transaction=False)
+            for run_id in run_ids:
+                self._beat(keys=[keys.run(run_id)], args=[stamp], client=pipe)
+            pipe.execute()
+
+        self._call(write)
+
+    def status_of(self, run_id: str) -> str | None:
+        """The run's status (None for an unknown run): one HGET, for item tasks."""
+        status = self._call(lambda: self.redis.hget(keys.run(run_id), "status"))
+        return str(status) if status else None
+
+    def count_redelivery(self, run_id: str, what: str) -> int:
+        """Count one more redelivery of `what` (a step and phase, or an item) of a run."""
+        return int(self._call(lambda: self.redis.hincrby(keys.run(run_id), f"redeliveries:{what}", 1)))
+
+    def activity(self, run_ids: Sequence[str]) -> list[dict[str, str]]:
+        """Per run: status, step, phase, updated_at and heartbeat (ms), in one round trip."""
+        fields = ("status", "step", "phase", "updated_at", "heartbeat")
+
+        def read() -> list[Any]:
+            pipe = self.redis.pipeline(transaction=False)
+            for run_id in run_ids:
+                pipe.hmget(keys.run(run_id), *fields)
+            result: list[Any] = pipe.execute()
+            return result
+
+        rows = self._call(read) if run_ids else []
+        return [{k: v for k, v in zip(fields, row, strict=True) if v is not None} for row in rows]
+
+    def running_ids(self) -> list[str]:
+        """Every run id in status running (the sweeper's candidates), oldest first."""
+        found: list[str] = self._call(lambda: self.redis.zrange(keys.index_status("running"), 0, -1))
+        return found
+
+    def last_record(self, run_id: str) -> dict[str, Any]:
+        """The run's last transcript record ({} when it has none)."""
+        entries = self._call(lambda: self.redis.xrevrange(keys.steps(run_id), count=1))
+        return _entry(*entries[0]).record if entries else {}
+
+    def note(self, run_id: str, record: dict[str, Any]) -> None:
+        """Append a transcript record that commits nothing (the sweeper's repairs)."""
+        self._call(lambda: self.redis.xadd(keys.steps(run_id), {"r": json.dumps(record, default=str)}))
+
+    def lock_sweep(self, seconds: int) -> bool:
+        """Take the sweeper's lock for `seconds` (False when another pass holds it)."""
+        ttl = max(1, seconds)
+        return bool(self._call(lambda: self.redis.set(keys.sweep_lock(), now_ms(), nx=True, ex=ttl)))
+
+    def unlock_sweep(self) -> None:
+        """Release the sweeper's lock."""
+        self._call(lambda: self.redis.delete(keys.sweep_lock()))
+
+    # -- concurrency keys ------------------------------------------------------------------------
+
+    def acquire_key(self, key: str, run_id: str, queue: bool) -> tuple[str, str | None]:
+        """Take `key` for `run_id`: ("acquired", None), ("queued", holder) or ("refused", holder)."""
+        mode, held = "queue" if queue else "refuse", [keys.concurrency(key), keys.concurrency_queue(key)]
+        reply = self._call(lambda: self._acquire(keys=held, args=[run_id, mode]))
+        return str(reply[0]), (str(reply[1]) if len(reply) > 1 else None)
+
+    def release_key(self, key: str, run_id: str) -> str | None:
+        """Hand `key` on from `run_id` (if it holds it): the next waiting run's id, or None."""
+        held = [keys.concurrency(key), keys.concurrency_queue(key)]
+        reply = self._call(lambda: self._release(keys=held, args=[run_id]))
+        return str(reply) if reply else None
+
+    def key_holder(self, key: str) -> str | None:
+        """The run holding `key`, if any."""
+        holder = self._call(lambda: self.redis.get(keys.concurrency(key)))
+        return str(holder) if holder else None
+
+    def unqueue(self, key: str, run_id: str) -> None:
+        """Take a waiting run off `key`'s queue (it was cancelled)."""
+        self._call(lambda: self.redis.lrem(keys.concurrency_queue(key), 0, run_id))
+
     def save_item(self, run_id: str, tag: str, index: int, record: dict[str, Any]) -> bool:
         """Record one foreach item's result; the first record of an index wins (idempotent)."""
         key = keys.items(run_id, tag)
@@ -173,6 +275,7 @@ class RedisStore:
             pipe = self.redis.pipeline(transaction=False)
             pipe.hsetnx(key, str(index), json.dumps(record))
             pipe.expire(key, ITEMS_TTL)
+            self._beat(keys=[keys.run(run_id)], args=[now_ms()], client=pipe)  # items are progress
             return bool(pipe.execute()[0])
 
         return self._call(write)
@@ -190,6 +293,15 @@ class RedisStore:
             found += [json.loads(r) if r else None for r in raw]
         return found
 
+    def missing_items(self, run_id: str, tag: str, start: int, stop: int) -> list[int]:
+        """The indexes in `[start, stop)` with no recorded result."""
+        key, missing = keys.items(run_id, tag), []
+        for first in range(start, stop, ITEMS_BATCH):
+            fields = [str(i) for i in range(first, min(stop, first + ITEMS_BATCH))]
+            raw = self._call(lambda f=fields: self.redis.hmget(key, f))  # type: ignore[misc]
+            missing += [int(f) for f, r in zip(fields, raw, strict=True) if r is None]
+        return missing
+
     def drop_items(self, run_id: str, tag: str) -> None:
         """Delete a finished foreach's item results."""
         self._call(lambda: self.redis.delete(keys.items(run_id, tag)))
@@ -204,20 +316,24 @@ class RedisStore:
         self._call(lambda: self.redis.set(keys.cache(digest), json.dumps(value), ex=max(1, ttl)))
 
     def _index(self, run_id: str, graph_id: str, old: str | None, new: str, score: int) -> None:
-        def write() -> None:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.zadd(keys.index_all(), {run_id: score})
-            pipe.zadd(keys.index_graph(graph_id), {run_id: score})
-            if old:
-                pipe.zrem(keys.index_status(old), run_id)
-            pipe.zadd(keys.index_status(new), {run_id: score})
-            pipe.execute()
-
-        self._call(write)
+        self.index.change(run_id, graph_id, old, new, score, now_ms())
 
     def _restatus(self, run_id: str, old: str, new: str) -> None:
+        """Re-index a run whose status changed from `old` to `new`, in one pipeline.
+
+        A run that becomes finished expires after the retention; one that leaves a finished status
+        (resumed) is kept again. Every status change outside `create_run` goes through here.
+        """
         created, graph_id = self._call(lambda: self.redis.hmget(keys.run(run_id), "created_at", "graph_id"))
         self._index(run_id, graph_id or "", old, new, int(created or 0))
+
+    def prune_expired(self, now_ms: int | None = None, batch: int = 1000) -> int:
+        """Take runs whose keys the retention expired out of every index; how many were pruned.
+
+        Runs whose record is still there (alive, resumed, expiring later) are left alone;
+        `now_ms` (epoch ms, default now) bounds the expiry times looked at, `batch` each read.
+        """
+        return self.index.prune(now_ms, batch)
 
     def steps(self, run_id: str, after: str = "-", count: int | None = None) -> list[StepEntry]:
         """Transcript records after stream id `after` (exclusive; `-` for all)."""
@@ -240,40 +356,11 @@ class RedisStore:
         self, graph_id: str | None = None, status: str | None = None, limit: int = 50, offset: int = 0
     ) -> Sequence[RunSummary]:
         """Runs newest first, filtered by graph id and/or status."""
-        index = (
-            keys.index_graph(graph_id)
-            if graph_id
-            else keys.index_status(status)
-            if status
-            else keys.index_all()
-        )
-        found: list[RunSummary] = []
-        start = offset
-        while len(found) < limit:
-            batch = self._page(index, start, limit * 2)
-            if not batch:
-                break
-            start += len(batch)
-            summaries = (self._summary(r) for r in batch)
-            found += [s for s in summaries if s is not None and (not status or s.status == status)]
-        return found[:limit]
+        return list(self.page_runs(RunQuery.build(graph_id, status, limit, offset)).runs)
 
-    def _page(self, index: str, start: int, size: int) -> list[str]:
-        page: list[str] = self._call(lambda: self.redis.zrevrange(index, start, start + size - 1))
-        return page
-
-    def _summary(self, run_id: str) -> RunSummary | None:
-        f = self.run_fields(run_id)
-        if not f:
-            return None
-        return RunSummary(
-            run_id,
-            f.get("graph_id", ""),
-            f.get("status", ""),
-            int(f.get("step", 0)),
-            int(f.get("created_at", 0)),
-            int(f.get("updated_at", 0)),
-        )
+    def page_runs(self, query: RunQuery) -> RunPage:
+        """A page of runs matching `query`, newest first, and the cursor of the next page."""
+        return self.index.page(query)
 
 
 def _meta(snap: RunSnapshot) -> str:

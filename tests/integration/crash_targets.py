@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -14,3 +15,11 @@ def slow_step(marker: str, seconds: float) -> dict[str, int]:
         fh.write(f"{os.getpid()} {os.getppid()}\n")
     time.sleep(seconds)
     return {"pid": os.getpid()}
+
+
+def kill_self(marker: str) -> dict[str, int]:
+    """Record the attempt, then SIGKILL this (pool) process: a step that always kills its worker."""
+    with (Path(marker) / "attempts").open("a", encoding="utf-8") as fh:
+        fh.write(f"{os.getpid()}\n")
+    os.kill(os.getpid(), signal.SIGKILL)
+    return {}

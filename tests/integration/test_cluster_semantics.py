@@ -14,7 +14,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 from semantics_targets import records
-from worker_procs import WorkerProcess
+from worker_procs import dedicated_worker
 
 from graphrunner import Graph, GraphValidationError, StateValidationError, load_graph, parse_graph
 from graphrunner.cli import main
@@ -32,7 +31,6 @@ from graphrunner.embedded import EmbeddedRedis
 from graphrunner.engine import ResumeError
 from graphrunner.results import RunResult
 from graphrunner.runner import LocalRunner
-from graphrunner.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = "semantics_targets"
@@ -112,28 +110,6 @@ def no_traceback(result: Result) -> bool:
     return "Traceback" not in result.output + result.stderr and isinstance(
         result.exception, SystemExit | None
     )
-
-
-@contextmanager
-def dedicated_worker(
-    redis_server: EmbeddedRedis, worker_env: dict[str, Any], tmp_path: Path, concurrency: int = 1, **env: str
-) -> Iterator[Client]:
-    """A `graphrunner worker` process alone on a queue of its own, and a client that sends there.
-
-    The cluster's in-thread worker never sees these runs: every message of a run goes to the
-    client's default queue (GRAPHRUNNER_QUEUE), which only this worker consumes.
-    """
-    queue = f"sem-{uid()}"
-    proc = WorkerProcess(
-        f"sem-{uid()}", {**worker_env, "GRAPHRUNNER_QUEUE": queue, **env}, tmp_path, concurrency=concurrency
-    )
-    client = Client(settings=Settings(redis_url=redis_server.url, queue=queue))
-    try:
-        proc.wait_ready()
-        yield client
-    finally:
-        client.close()
-        proc.stop()
 
 
 # --- 1. subgraphs: child runs linked both ways, depth, capabilities --------------------------------

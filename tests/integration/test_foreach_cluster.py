@@ -9,6 +9,7 @@ import textwrap
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from graphrunner.cluster.items import call_payload
 from graphrunner.cluster.messages import ITEM_TASK_NAME, ItemMessage, StepMessage
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.engine import ActionCall
+from graphrunner.settings import Settings
+from graphrunner.store import RedisStore
 
 HERE = Path(__file__).resolve().parent
 
@@ -245,10 +248,14 @@ def test_max_concurrency_bounds_the_items_in_flight(wide_cluster: Client, tmp_pa
 # -- 3. an item delivered twice is counted once -------------------------------------------------------
 
 
-def item_message(graph: Graph, run_id: str, tag: str, index: int, xs: list[int]) -> ItemMessage:
-    """The item message a parallel foreach of `graph` would send for item `index`."""
+def item_message(
+    graph: Graph, run_id: str, tag: str, index: int, xs: list[int], store: RedisStore
+) -> ItemMessage:
+    """The item message a parallel foreach of `graph` would send for item `index`, of a run
+    recorded as running (item tasks skip the items of runs that are not running)."""
     now = datetime.now(UTC)
     snap = engine.begin(graph, {"xs": xs}, run_id=run_id)
+    store.create_run(snap, "test")
     plan = engine.prepare(graph, snap, now)
     assert plan.items is not None
     call = engine.item_call(graph.nodes["fan"], snap, index, plan.items[index], now)
@@ -272,7 +279,7 @@ def test_an_item_run_twice_is_recorded_once_and_the_first_record_stands(
 ) -> None:
     graph = foreach_graph(STAMPED.replace("FOLDER", str(tmp_path)))
     run_id, tag = unique("twice"), "1.1.feedbeef"
-    msg = item_message(graph, run_id, tag, 1, [10, 11, 12])
+    msg = item_message(graph, run_id, tag, 1, [10, 11, 12], cluster.store)
     executor, items = cluster.runtime.executor, cluster.runtime.items
     assert executor.run_async(items.run(msg)) is None
     assert executor.run_async(items.run(msg)) is None  # the same message, delivered again
@@ -289,7 +296,7 @@ def test_an_item_run_twice_is_recorded_once_and_the_first_record_stands(
 def test_an_item_task_sent_twice_through_the_broker_is_counted_once(cluster: Client, tmp_path: Path) -> None:
     graph = foreach_graph(STAMPED.replace("FOLDER", str(tmp_path)))
     run_id, tag = unique("twice-broker"), "1.1.cafebabe"
-    payload = item_message(graph, run_id, tag, 0, [20, 21]).model_dump()
+    payload = item_message(graph, run_id, tag, 0, [20, 21], cluster.store).model_dump()
     for _ in range(2):
         cluster.runtime.app.send_task(ITEM_TASK_NAME, args=[payload], queue="graphrunner")
     ran_twice = lambda: len(lines(tmp_path / "calls-20")) == 2  # noqa: E731
@@ -351,27 +358,15 @@ def test_a_worker_killed_during_a_500_item_parallel_foreach(
             worker.stop()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap until the stalled-run sweeper (issue 5): a lost item message is never sent again",
-)
-def test_a_lost_item_message_is_sent_again(
+def test_a_lost_item_message_is_sent_again_by_the_sweeper(
     private_redis: EmbeddedRedis, worker_env: dict[str, Any], tmp_path: Path
 ) -> None:
-    # BUG: a parallel foreach whose item message is lost never completes. kombu's Redis transport
-    # takes a message with BRPOP and only then records it as unacknowledged (two round trips), so
-    # a worker SIGKILLed in between loses the message; this happened in about 1 of 25 runs of the
-    # 500-item kill test above before it made the victim block first. Here the lost message is
-    # removed from the queue by hand. Observed: 4 of 5 items recorded, the run stays `running` in
-    # wait {"kind": "foreach", ...} forever. Expected: the missing item is sent again and the run
-    # completes. Cause: cluster/fanout.py has no path that re-sends items: the join runs only
-    # when Celery's chord fires (it counts the 5 item tasks, so it never does) and, when it runs
-    # early, only polls `count_items` until every item is there; `_out_of_phase` re-sends a chunk
-    # only when it was never marked dispatched. docs/cluster.md lists a stalled-run sweeper as
-    # not yet built ("a countdown or chord message lost with its broker is only repaired by a
-    # redelivery"); a message lost by a killed worker is never redelivered.
+    # kombu's Redis transport takes a message with BRPOP and only then records it as
+    # unacknowledged (two round trips), so a worker SIGKILLed in between loses the message.
+    # Here the lost message is removed from the queue by hand: the chord never fires, and
+    # only the sweeper (stalled after 1 s here) finds the missing item and sends it again.
     env = {**worker_env, "GRAPHRUNNER_REDIS_URL": private_redis.url}
-    client = Client(private_redis.url)
+    client = Client(private_redis.url, settings=replace(Settings.from_env(), stall_after=1))
     workers: list[WorkerProcess] = []
     try:
         graph = foreach_graph(MARKED.replace("FOLDER", str(tmp_path)))
@@ -387,14 +382,17 @@ def test_a_lost_item_message_is_sent_again(
         assert broker.lrem(queue, 1, lost) == 1  # taken by a worker that was killed before recording it
         workers = start_workers(1, env, tmp_path, concurrency=2)
         wait_for(lambda: len(lines(tmp_path / "calls")) == 4, 30, "the other items to run")
+        time.sleep(1.5)  # no item recorded for longer than GRAPHRUNNER_STALL_AFTER
         with contextlib.suppress(WaitTimeout):
-            run.wait(timeout=10)
-        snap = run.snapshot()
-        recorded = client.store.count_items(run.id, snap.wait["tag"]) if snap.wait else None
-        assert snap.status.value == "completed", (
-            f"run {snap.status.value}, wait {snap.wait}, {recorded} of 5 items recorded"
-        )
-        assert snap.state["out"] == [square(x) for x in range(5)]
+            run.wait(timeout=1)  # not yet: the chord waits for the lost item
+        assert run.status() == "running"
+        report = client.sweep()
+        assert [(r.run_id, r.action) for r in report.repaired] == [(run.id, "resent_items")]
+        result = run.wait(timeout=30)
+        assert result.status == "completed"
+        assert result.state["out"] == [square(x) for x in range(5)]
+        assert sorted(line.split()[0] for line in lines(tmp_path / "calls")) == [str(x) for x in range(5)]
+        assert any(r["status"] == "swept" for r in run.steps())
     finally:
         client.runtime.executor.close()  # the event loop the fan-out ran on, in this thread
         client.close()

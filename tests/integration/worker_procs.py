@@ -7,8 +7,15 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from graphrunner.client import Client
+from graphrunner.embedded import EmbeddedRedis
+from graphrunner.settings import Settings
 
 
 class WorkerProcess:
@@ -71,3 +78,25 @@ class WorkerProcess:
             self.process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             self.kill()
+
+
+@contextmanager
+def dedicated_worker(
+    redis_server: EmbeddedRedis, worker_env: dict[str, Any], tmp_path: Path, concurrency: int = 1, **env: str
+) -> Iterator[Client]:
+    """A `graphrunner worker` process alone on a queue of its own, and a client that sends there.
+
+    The cluster's in-thread worker never sees these runs: every message of a run goes to the
+    client's default queue (GRAPHRUNNER_QUEUE), which only this worker consumes.
+    """
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    proc = WorkerProcess(
+        queue, {**worker_env, "GRAPHRUNNER_QUEUE": queue, **env}, tmp_path, concurrency=concurrency
+    )
+    client = Client(settings=Settings(redis_url=redis_server.url, queue=queue))
+    try:
+        proc.wait_ready()
+        yield client
+    finally:
+        client.close()
+        proc.stop()

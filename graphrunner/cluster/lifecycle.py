@@ -1,0 +1,236 @@
+"""Operations on whole runs: admitting them (concurrency keys), cancelling and resuming them.
+
+Every change is a fenced commit, like a step's: an operation that races a worker either
+lands before the worker's commit (which is then fenced off and dropped) or is tried
+again on the run as the worker left it. Nothing here waits on a worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from graphrunner import engine
+from graphrunner.cluster.sweeper import idle_of
+from graphrunner.cluster.waits import Wait
+from graphrunner.engine import ResumeError, RunSnapshot, RunStatus
+from graphrunner.errors import GraphrunnerError
+from graphrunner.graph import Graph
+from graphrunner.store import Fence, RedisStore
+
+if TYPE_CHECKING:
+    from graphrunner.cluster.app import Runtime
+
+TRIES = 50  # a busy run moves between our read and our commit: read and try again this often
+
+
+class RunNotFound(GraphrunnerError):
+    """No run with that id exists."""
+
+
+class RunConflict(GraphrunnerError):
+    """A run with that id exists with another graph, inputs, capabilities or concurrency key."""
+
+
+class RunRefused(GraphrunnerError):
+    """The run's concurrency key is held by another active run, and the caller chose refusal."""
+
+
+class CancelError(GraphrunnerError):
+    """A run cannot be cancelled: it has already finished."""
+
+
+def load(store: RedisStore, run_id: str) -> RunSnapshot:
+    """The run's snapshot; raises `RunNotFound`."""
+    snap = store.load_run(run_id)
+    if snap is None:
+        raise RunNotFound(f"no run with id {run_id!r}")
+    return snap
+
+
+def now_iso() -> str:
+    """The time for transcript records."""
+    return datetime.now(UTC).isoformat()
+
+
+# -- concurrency keys ------------------------------------------------------------------------------
+
+
+def admit(store: RedisStore, snap: RunSnapshot, queue: bool) -> RunSnapshot:
+    """Take the run's concurrency key: the snapshot runs now, waits (`pending`), or is refused."""
+    assert snap.concurrency_key is not None
+    outcome, holder = store.acquire_key(snap.concurrency_key, snap.run_id, queue)
+    if outcome == "refused":
+        raise RunRefused(
+            f"concurrency key {snap.concurrency_key!r} is held by active run {holder}; "
+            "nothing was submitted (submit with queueing to wait for it instead)"
+        )
+    if outcome == "queued":
+        return snap.model_copy(update={"status": RunStatus.PENDING})
+    return snap
+
+
+def hand_on(runtime: Runtime, snap: RunSnapshot) -> None:
+    """A run holding a concurrency key has finished: start the next run waiting for the key."""
+    key = snap.concurrency_key
+    if key is None:
+        return
+    store, released = runtime.store, snap.run_id
+    while (next_id := store.release_key(key, released)) is not None:
+        waiting = store.load_run(next_id)
+        if waiting is not None and waiting.status is RunStatus.PENDING:
+            started = waiting.model_copy(update={"status": RunStatus.RUNNING})
+            record = {"step": 0, "node": waiting.node, "status": "admitted", "key": key, "after": released}
+            if store.commit(Fence.of(waiting), started, [record]).committed:
+                runtime.enqueue(started)
+                return
+        released = next_id  # cancelled (or gone) while it waited: hand the key on again
+
+
+# -- cancel ------------------------------------------------------------------------------------------
+
+
+def cancel(runtime: Runtime, run_id: str, reason: str = "cancelled by request") -> RunSnapshot:
+    """Cancel a run that has not finished, and its active child runs.
+
+    Nothing more of the run starts: a step in flight finishes but its commit is fenced off,
+    its queued messages are dropped, and foreach items not yet started are skipped.
+    Raises `RunNotFound`, or `CancelError` for a finished run.
+    """
+    for _ in range(TRIES):
+        snap = load(runtime.store, run_id)
+        if snap.status.finished:
+            raise CancelError(f"run {run_id} has already finished ({snap.status.value}); nothing to cancel")
+        final = snap.model_copy(update={"status": RunStatus.CANCELLED, "wait": None})
+        record = {
+            "step": snap.step,
+            "node": snap.node,
+            "status": "cancelled",
+            "from": snap.status.value,
+            "reason": reason,
+            "at": now_iso(),
+        }
+        if runtime.store.commit(Fence.of(snap), final, [record]).committed:
+            break
+    else:
+        raise CancelError(f"run {run_id} kept changing while it was being cancelled; try again")
+    if snap.status is RunStatus.PENDING and snap.concurrency_key:
+        runtime.store.unqueue(snap.concurrency_key, run_id)
+    for child in snap.children:
+        _cancel_child(runtime, child, run_id)
+    runtime.finished(final)
+    return final
+
+
+def _cancel_child(runtime: Runtime, child_id: str, parent_id: str) -> None:
+    with contextlib.suppress(RunNotFound, CancelError):  # never created, or already over
+        cancel(runtime, child_id, reason=f"its parent run {parent_id} was cancelled")
+
+
+# -- resume ------------------------------------------------------------------------------------------
+
+
+def resume(
+    runtime: Runtime,
+    run_id: str,
+    patch: Mapping[str, Any] | None = None,
+    upgrade: Graph | None = None,
+) -> RunSnapshot:
+    """Continue a failed, cancelled, paused or stalled run at its node, at its step count.
+
+    `patch` is checked against the state schema and merged in. The run stays pinned to the
+    graph version it started with, unless `upgrade` (the same graph id, where the run's
+    node still exists) re-pins it. Raises `RunNotFound` or `ResumeError` (and
+    `StateValidationError` for a bad patch), changing nothing then.
+    """
+    if patch is not None and not isinstance(patch, Mapping):
+        raise ResumeError(f"a state patch must be a mapping of field to value, got {type(patch).__name__}")
+    snap = load(runtime.store, run_id)
+    _check_resumable(runtime, snap)
+    graph = runtime.executor.graphs.get(snap.graph_hash)
+    if upgrade is not None:
+        graph, snap = (
+            _re_pin(runtime, snap, upgrade),
+            snap.model_copy(update={"graph_hash": upgrade.content_hash}),
+        )
+    limit = runtime.settings.max_state_bytes
+    at = _as_paused(runtime.store, snap)  # a paused run that was cancelled goes on past its pause
+    resumed = engine.resume(graph, at, datetime.now(UTC), patch, max_state_bytes=limit)
+    if snap.status.finished and snap.concurrency_key:
+        _retake_key(runtime.store, snap)
+    running = resumed.status is RunStatus.RUNNING
+    wait = Wait("restart").to_dict() if running else None
+    resumed = resumed.model_copy(update={"phase": snap.phase + 1, "wait": wait})
+    record = {
+        "step": snap.step,
+        "node": snap.node,
+        "status": "resumed",
+        "from": snap.status.value,
+        "changed_keys": sorted(patch or {}),
+        "at": now_iso(),
+    }
+    if upgrade is not None:
+        record["graph_hash"] = upgrade.content_hash
+    fence = Fence(snap.step, snap.phase, snap.status.value)
+    if not runtime.store.commit(fence, resumed, [record]).committed:
+        if snap.status.finished and snap.concurrency_key:
+            runtime.store.release_key(snap.concurrency_key, run_id)
+        raise ResumeError(f"run {run_id} changed while it was being resumed; look at it and try again")
+    if running:
+        runtime.executor.send_wait(graph, resumed)
+    else:
+        runtime.finished(resumed)  # a pause that was the last node: the run is over
+    return resumed
+
+
+def _as_paused(store: RedisStore, snap: RunSnapshot) -> RunSnapshot:
+    """`snap` as paused when it was cancelled while paused (its pause node has been taken)."""
+    if snap.status is not RunStatus.CANCELLED:
+        return snap
+    last = store.last_record(snap.run_id)
+    if last.get("status") == "cancelled" and last.get("from") == RunStatus.PAUSED.value:
+        return snap.model_copy(update={"status": RunStatus.PAUSED})
+    return snap
+
+
+def _check_resumable(runtime: Runtime, snap: RunSnapshot) -> None:
+    if snap.status is RunStatus.PENDING:
+        raise ResumeError(
+            f"run {snap.run_id} is pending: it waits for concurrency key {snap.concurrency_key!r}"
+        )
+    if snap.status is RunStatus.RUNNING:
+        idle = idle_of(runtime.store, snap.run_id)
+        if idle is not None and idle <= runtime.settings.stall_after:
+            raise ResumeError(
+                f"run {snap.run_id} is running (last progress {idle:.0f}s ago) and not stalled: a running "
+                f"run can be resumed after {runtime.settings.stall_after}s without progress "
+                "(GRAPHRUNNER_STALL_AFTER)"
+            )
+
+
+def _re_pin(runtime: Runtime, snap: RunSnapshot, graph: Graph) -> Graph:
+    """Check that `graph` can take over the run `snap`, and store it for the workers."""
+    if graph.id != snap.graph_id:
+        raise ResumeError(
+            f"cannot upgrade run {snap.run_id} of graph {snap.graph_id!r} to graph {graph.id!r}"
+        )
+    if snap.node is not None and snap.node not in graph.nodes:
+        known = ", ".join(sorted(graph.nodes))
+        raise ResumeError(
+            f"cannot upgrade run {snap.run_id}: its current node {snap.node!r} is not in the new version "
+            f"of {graph.id} (nodes: {known})"
+        )
+    runtime.executor.graphs.put(graph)
+    return graph
+
+
+def _retake_key(store: RedisStore, snap: RunSnapshot) -> None:
+    assert snap.concurrency_key is not None
+    outcome, holder = store.acquire_key(snap.concurrency_key, snap.run_id, queue=False)
+    if outcome != "acquired":
+        raise ResumeError(
+            f"run {snap.run_id} cannot be resumed now: its concurrency key {snap.concurrency_key!r} "
+            f"is held by active run {holder}"
+        )
