@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from graphrunner.builder import GraphBuilder
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import (
     ExpressionError,
@@ -32,6 +33,7 @@ __all__ = [
     "Client",
     "ExpressionError",
     "Graph",
+    "GraphBuilder",
     "GraphNotFound",
     "GraphValidationError",
     "GraphrunnerError",

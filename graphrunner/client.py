@@ -77,6 +77,7 @@ class Client:
         graph: str | Path | Graph,
         inputs: Mapping[str, Any] | None = None,
         *,
+        state: Mapping[str, Any] | None = None,
         run_id: str | None = None,
         capabilities: Sequence[str] | None = None,
         concurrency_key: str | None = None,
@@ -84,12 +85,14 @@ class Client:
     ) -> RunHandle:
         """Start a run of `graph` (a Graph, a file or a graph id); the same run id starts one run.
 
+        `state` is the initial state, over the declared defaults (as `Graph.invoke(state=...)`).
+
         Without `capabilities` the run gets the deployment's `default_capabilities`. Bad
         capabilities (`InvalidCapabilities`), inputs or an oversized state raise before
         anything is stored. With a `concurrency_key`, at most one run per key is active:
         while another holds it, the run waits as `pending` (`when_busy="queue"`) or is not
         submitted at all (`"refuse"`: raises `RunRefused`). The same run id with another
-        graph version, inputs, capabilities or key raises `RunConflict`.
+        graph version, inputs, state, capabilities or key raises `RunConflict`.
         """
         if when_busy not in ("queue", "refuse"):
             raise GraphrunnerError(f"when_busy must be 'queue' or 'refuse', got {when_busy!r}")
@@ -98,10 +101,12 @@ class Client:
         run_id = check_run_id(run_id) if run_id is not None else uuid.uuid4().hex
         caps = self.settings.default_capabilities if capabilities is None else capabilities
         limit = self.settings.max_state_bytes
-        snap = engine.begin(loaded, inputs, run_id=run_id, capabilities=caps, max_state_bytes=limit)
+        snap = engine.begin(
+            loaded, inputs, run_id=run_id, state=state, capabilities=caps, max_state_bytes=limit
+        )
         snap = snap.model_copy(update={"concurrency_key": key})
         self.runtime.executor.graphs.put(loaded)
-        identity = fingerprint(loaded, snap.inputs, snap.capabilities, key)
+        identity = fingerprint(loaded, snap.inputs, snap.capabilities, key, state=state)
         existing = self.store.load_run(run_id)
         if existing is None and key is not None:
             snap = lifecycle.admit(self.store, snap, queue=when_busy == "queue")
@@ -122,8 +127,8 @@ class Client:
         """The run id exists: the same run (make sure its first step is on its way) or a conflict."""
         if self.store.run_fields(run_id).get("fingerprint") != identity:
             raise RunConflict(
-                f"run {run_id} already exists with another graph version, inputs, capabilities "
-                "or concurrency key"
+                f"run {run_id} already exists with another graph version, inputs, initial state, "
+                "capabilities or concurrency key"
             )
         existing = self.store.load_run(run_id)
         if existing is not None and existing.status is RunStatus.RUNNING and existing.step == 0:

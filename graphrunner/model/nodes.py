@@ -53,6 +53,7 @@ class ActionNode(_Dispatching):
     """Dispatch `action`, then `assign`, then route by `next`."""
 
     type: Literal["action"] = "action"
+    assign_result: bool = False  # the result (a mapping) is also the update, key by key into state
 
 
 class GateNode(_Routed):

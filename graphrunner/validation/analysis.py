@@ -79,6 +79,8 @@ def _writes(spec: GraphSpec) -> set[str]:
         written |= {t for t in (getattr(node, "result_key", None), getattr(node, "collect", None)) if t}
         if isinstance(node, SubgraphNode):
             written |= set(node.outputs or {}) or set(spec.state)
+        if getattr(node, "assign_result", False):  # the result's keys: any field may be written
+            written |= set(spec.state)
     return written
 
 

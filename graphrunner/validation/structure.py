@@ -79,7 +79,17 @@ def _multiple_defaults(spec: GraphSpec) -> list[Issue]:
         if isinstance(node, ReturnNode) or node.next is None:
             continue
         unconditional = [b.to for b in node.next.branches if b.when is None]
-        if len(unconditional) > 1:
+        if node.next.fn is not None and node.next.branches:
+            issues.append(
+                Issue(
+                    "multiple_outgoing_edges",
+                    f"node '{name}' has a routing function ({node.next.fn}) and edges to "
+                    f"{', '.join(node.next.targets)}; a node routes by one or the other",
+                    node=name,
+                    location=f"nodes.{name}.next",
+                )
+            )
+        elif len(unconditional) > 1:
             issues.append(
                 Issue(
                     "multiple_outgoing_edges",

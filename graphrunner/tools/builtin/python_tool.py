@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from graphrunner.arguments import ArgumentError, typed_arguments
 from graphrunner.errors import ToolError
 from graphrunner.importing import ImportFailed, import_callable
 from graphrunner.tools.base import ToolContext, parse_params
@@ -43,7 +44,10 @@ class PythonParams(BaseModel):
 
 
 class PythonTool:
-    """`python`: imports `fn` and returns `fn(**args)` (awaited if async, else in a thread)."""
+    """`python`: imports `fn` and returns `fn(**args)` (awaited if async, else in a thread).
+
+    An argument whose parameter is annotated with a pydantic model arrives as that model.
+    """
 
     name = "python"
     version = "1"
@@ -54,7 +58,13 @@ class PythonTool:
         fn = _load(p.fn)
         _check_arguments(p.fn, fn, p.args)
         try:
-            return await _call(fn, p.args)
+            args = typed_arguments(fn, p.args)
+        except ArgumentError as exc:
+            raise ToolError(
+                f"tool 'python': {p.fn}: {exc}", error_type="ValidationError", classification="validation"
+            ) from None
+        try:
+            return await _call(fn, args)
         except ToolError:
             raise
         except Exception as exc:

@@ -1,0 +1,31 @@
+"""The Python front end of the graph model: `GraphBuilder` and reducer markers for state fields."""
+
+from graphrunner.builder.builder import GraphBuilder
+from graphrunner.builder.reducers import (
+    Reducer,
+    append,
+    bounded_append,
+    concat_flatten,
+    custom,
+    dedupe_append,
+    last_write_wins,
+    merge,
+    merge_all,
+    merge_by_key,
+)
+from graphrunner.model import END
+
+__all__ = [
+    "END",
+    "GraphBuilder",
+    "Reducer",
+    "append",
+    "bounded_append",
+    "concat_flatten",
+    "custom",
+    "dedupe_append",
+    "last_write_wins",
+    "merge",
+    "merge_all",
+    "merge_by_key",
+]

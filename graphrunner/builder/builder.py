@@ -1,0 +1,195 @@
+"""`GraphBuilder`: a graph written in Python, compiled into the same `Graph` a YAML file gives.
+
+The builder records nodes, edges and the entry, and `compile()` writes them as a graph
+document (YAML text), which is loaded and validated by the same code as a graph file.
+So a builder graph is a `Graph` like any other: `invoke` runs it in-process, and
+`Client.submit` stores its text for workers, which import its functions by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Generic, Literal, Self, TypeVar
+
+from pydantic import BaseModel
+
+from graphrunner.builder.assemble import Assembly, assemble
+from graphrunner.graph import Graph
+from graphrunner.model import END, RetryPolicy
+from graphrunner.report import Issue
+
+S = TypeVar("S", bound=BaseModel)
+RetrySpec = RetryPolicy | Mapping[str, Any] | Sequence[RetryPolicy | Mapping[str, Any]]
+ErrorMode = Literal["fail", "continue"]
+
+
+class GraphBuilder(Generic[S]):
+    """Build a graph over the state model `state`: nodes, edges, an entry; then `compile()`.
+
+    State fields are the model's fields; `Annotated[list[str], append]` gives a field its
+    reducer (markers in `graphrunner.builder`). A node is a module-level function
+    `async def node(state) -> dict` returning a partial update; a state parameter
+    annotated with the model receives an instance of it, else a dict.
+    """
+
+    def __init__(
+        self,
+        state: type[S],
+        *,
+        id: str | None = None,
+        version: str | None = None,
+        description: str | None = None,
+        max_steps: int = 1000,
+        max_depth: int = 5,
+        error_mode: ErrorMode = "fail",
+    ) -> None:
+        if not (isinstance(state, type) and issubclass(state, BaseModel)):
+            raise TypeError(f"the state must be a pydantic model class, got {state!r:.80}")
+        self.state = state
+        self.id = id or f"{state.__module__}.{state.__qualname__}"
+        self._head = {"version": version, "description": description}
+        self._config: dict[str, Any] = {"max_steps": max_steps, "max_depth": max_depth}
+        self._config["error_mode"] = error_mode
+        self._entry: str | None = None
+        self._nodes: dict[str, tuple[Callable[..., Any] | Graph, dict[str, Any]]] = {}
+        self._edges: dict[str, list[str]] = {}
+        self._routers: dict[str, list[Callable[..., Any]]] = {}
+        self._issues: list[Issue] = []
+
+    def add_node(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *,
+        retry: RetrySpec | None = None,
+        timeout: float | None = None,
+        queue: str | None = None,
+        on_error: str | None = None,
+        error_mode: ErrorMode | None = None,
+        cache_result: bool = False,
+        description: str | None = None,
+    ) -> Self:
+        """Add node `name` running `fn(state)`, whose returned dict is merged through the reducers."""
+        options = {
+            "description": description,
+            "retry": _retry(retry),
+            "timeout": timeout,
+            "queue": queue,
+            "on_error": on_error,
+            "error_mode": error_mode,
+            "cache_result": cache_result or None,
+        }
+        return self._add(name, fn, options)
+
+    def add_subgraph(
+        self,
+        name: str,
+        graph: Graph,
+        *,
+        inputs: Mapping[str, str] | None = None,
+        outputs: Mapping[str, str] | None = None,
+        projects_in: Iterable[str] | None = None,
+        projects_out: Iterable[str] | None = None,
+        on_error: str | None = None,
+        error_mode: ErrorMode | None = None,
+        description: str | None = None,
+    ) -> Self:
+        """Add node `name` running the compiled `graph` as a child run (OpenArmature projection).
+
+        Nothing declared: the child starts from its own defaults and child fields named like
+        parent fields merge back. `inputs` (child field: parent field) and `outputs` (parent
+        field: child field) are explicit maps; `projects_in`/`projects_out` declare same-name
+        fields, and name exactly what crosses. The two forms exclude each other.
+        """
+        if not isinstance(graph, Graph):
+            raise TypeError(f"add_subgraph takes a compiled Graph, got {type(graph).__name__}")
+        options = {
+            "type": "subgraph",
+            "description": description,
+            "graph": graph.id,
+            **self._projection(name, inputs, outputs, projects_in, projects_out),
+            "on_error": on_error,
+            "error_mode": error_mode,
+        }
+        return self._add(name, graph, options)
+
+    def add_edge(self, src: str, dst: str) -> Self:
+        """After `src`, go to `dst` (a node name, or `END` to end the run)."""
+        self._edges.setdefault(src, []).append(dst)
+        return self
+
+    def add_conditional_edge(self, src: str, fn: Callable[..., str]) -> Self:
+        """After `src`, go where `fn(state)` says: a node name or `END` (sees the updated state)."""
+        self._routers.setdefault(src, []).append(fn)
+        return self
+
+    def set_entry(self, name: str) -> Self:
+        """The node every run starts at (required: the entry is never implicit)."""
+        self._entry = name
+        return self
+
+    def compile(self) -> Graph:
+        """The validated, immutable `Graph`; raises `GraphValidationError` listing every problem."""
+        return assemble(
+            Assembly(
+                state=self.state,
+                graph_id=self.id,
+                head=dict(self._head),
+                config={"start": self._entry, **self._config},
+                nodes=dict(self._nodes),
+                edges={k: list(v) for k, v in self._edges.items()},
+                routers={k: list(v) for k, v in self._routers.items()},
+                issues=list(self._issues),
+            )
+        )
+
+    def _add(self, name: str, target: Callable[..., Any] | Graph, options: dict[str, Any]) -> Self:
+        if name in self._nodes:
+            self._issues.append(
+                Issue("invalid_schema", f"node '{name}' is added twice", node=name, location=f"nodes.{name}")
+            )
+        self._nodes[name] = (target, {k: v for k, v in options.items() if v is not None})
+        return self
+
+    def _projection(
+        self,
+        name: str,
+        inputs: Mapping[str, str] | None,
+        outputs: Mapping[str, str] | None,
+        projects_in: Iterable[str] | None,
+        projects_out: Iterable[str] | None,
+    ) -> dict[str, Any]:
+        declared = projects_in is not None or projects_out is not None
+        if declared and (inputs is not None or outputs is not None):
+            self._issues.append(
+                Issue(
+                    "conflicting_projection_forms",
+                    f"node '{name}' declares both the same-name sets (projects_in/projects_out) and "
+                    "the inputs/outputs maps; use one form (a same-name pair is a map entry too)",
+                    node=name,
+                    location=f"nodes.{name}",
+                )
+            )
+        if declared:  # a complete declaration: an absent set means nothing crosses that way
+            return {"inputs": _same_name(projects_in), "outputs": _same_name(projects_out)}
+        return {
+            "inputs": dict(inputs) if inputs is not None else None,
+            "outputs": dict(outputs) if outputs is not None else None,
+        }
+
+
+def _same_name(fields: Iterable[str] | None) -> dict[str, str]:
+    if isinstance(fields, str):
+        raise TypeError(f"projects_in/projects_out take field names, not one string: write [{fields!r}]")
+    return {f: f for f in fields or ()}
+
+
+def _retry(retry: RetrySpec | None) -> Any:
+    if retry is None:
+        return None
+    if isinstance(retry, RetryPolicy | Mapping):
+        retry = [retry]
+    return [r.model_dump(mode="json") if isinstance(r, RetryPolicy) else dict(r) for r in retry]
+
+
+__all__ = ["END", "GraphBuilder"]
