@@ -75,9 +75,10 @@ class RunResult:
         """Raise the run's error (`NodeError`, `ReducerError`, ...) with its state; else self."""
         if self.status != "failed" or self.error is None:
             return self
-        if self.exception is not None:
+        cls = RUN_ERROR_CLASSES.get(self.error.get("type", ""), NodeError)
+        if self.exception is not None and isinstance(self.exception, cls):
             raise self.exception
-        raise _rebuild(RUN_ERROR_CLASSES.get(self.error.get("type", ""), NodeError), self)
+        raise _rebuild(cls, self) from self.exception  # e.g. a denied action: PermissionDenied
 
 
 def _rebuild(cls: type[RunError], result: RunResult) -> RunError:

@@ -77,9 +77,9 @@ class Settings:
             cache_ttl=_int("GRAPHRUNNER_CACHE_TTL", cls.cache_ttl),
             hooks_file=Path(os.environ["GRAPHRUNNER_HOOKS"]) if os.environ.get("GRAPHRUNNER_HOOKS") else None,
             retention=_positive("GRAPHRUNNER_RETENTION", cls.retention),
-            stall_after=_int("GRAPHRUNNER_STALL_AFTER", cls.stall_after),
-            sweep_interval=_int("GRAPHRUNNER_SWEEP_INTERVAL", cls.sweep_interval),
-            max_redeliveries=_int("GRAPHRUNNER_MAX_REDELIVERIES", cls.max_redeliveries),
+            stall_after=_positive("GRAPHRUNNER_STALL_AFTER", cls.stall_after),
+            sweep_interval=_positive("GRAPHRUNNER_SWEEP_INTERVAL", cls.sweep_interval),
+            max_redeliveries=_positive("GRAPHRUNNER_MAX_REDELIVERIES", cls.max_redeliveries),
         )
 
     def with_redis(self, url: str) -> Settings:

@@ -15,7 +15,7 @@ import engine_targets
 import pytest
 from click.testing import CliRunner
 
-from graphrunner import Graph, InvalidCapabilities, LimitExceeded, RunResult, load_graph
+from graphrunner import Graph, InvalidCapabilities, LimitExceeded, PermissionDenied, RunResult, load_graph
 from graphrunner.cli import main
 from graphrunner.cluster.preflight import VisibilityCheck, holds, startup_warnings
 from graphrunner.engine.capabilities import checked
@@ -57,6 +57,15 @@ def test_a_shell_node_without_tool_shell_is_denied_and_never_runs(
     assert "touched" not in result.state and result.state["said"] == "hi"  # nothing assigned
     assert run_yaml(shell_graph(marker), capabilities=["tool:echo", "tool:shell"]).status == "completed"
     assert marker.exists()
+
+
+def test_a_denied_action_raises_permission_denied_with_the_state(
+    run_yaml: Callable[..., RunResult], tmp_path: Path
+) -> None:
+    result = run_yaml(shell_graph(tmp_path / "MARKER"), capabilities=["tool:echo"])
+    with pytest.raises(PermissionDenied, match="tool:shell") as raised:
+        result.raise_for_error()
+    assert raised.value.node == "touch" and raised.value.state["said"] == "hi"
 
 
 def test_a_denied_foreach_item_runs_nothing(run_yaml: Callable[..., RunResult], tmp_path: Path) -> None:
