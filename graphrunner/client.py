@@ -107,15 +107,15 @@ class Client:
         snap = snap.model_copy(update={"concurrency_key": key})
         self.runtime.executor.graphs.put(loaded)
         identity = fingerprint(loaded, snap.inputs, snap.capabilities, key, state=state)
-        existing = self.store.load_run(run_id)
-        if existing is None and key is not None:
+        admitting = key is not None and not self.store.run_fields(run_id)  # a resubmit takes no key
+        if admitting:
             snap = lifecycle.admit(self.store, snap, queue=when_busy == "queue")
-        created = self.store.create_run(snap, identity) if existing is None else None
-        if created is None or not created.created:
+        created = self.store.create_run(snap, identity)
+        if not created.created:
             try:
-                return self._submitted_before(run_id, identity, loaded)
+                return self._submitted_before(run_id, identity, created.existing_fingerprint, loaded)
             except RunConflict:
-                if existing is None and key is not None:  # we took (or queued for) the key: give it back
+                if admitting and key is not None:  # we took (or queued for) the key: give it back
                     self.store.unqueue(key, run_id)
                     lifecycle.hand_on(self.runtime, snap)
                 raise
@@ -123,9 +123,11 @@ class Client:
             self.runtime.enqueue(snap, loaded)
         return RunHandle(self, run_id)
 
-    def _submitted_before(self, run_id: str, identity: str, graph: Graph) -> RunHandle:
+    def _submitted_before(
+        self, run_id: str, identity: str, existing_identity: str | None, graph: Graph
+    ) -> RunHandle:
         """The run id exists: the same run (make sure its first step is on its way) or a conflict."""
-        if self.store.run_fields(run_id).get("fingerprint") != identity:
+        if existing_identity != identity:
             raise RunConflict(
                 f"run {run_id} already exists with another graph version, inputs, initial state, "
                 "capabilities or concurrency key"

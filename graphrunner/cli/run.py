@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -109,6 +109,11 @@ def run(
     else:
         caps = chosen(capabilities)
         result = run_on_cluster(graph, inputs, settings, local=local, timeout=timeout, capabilities=caps)
+    print_settled(result, as_json)
+
+
+def print_settled(result: RunResult, as_json: bool) -> NoReturn:
+    """Print a settled run's result (JSON or a summary) and exit 0 when it went well, else 1."""
     if as_json:
         print_json(result.to_dict())
     else:

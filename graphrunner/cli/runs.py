@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
-from graphrunner.cli.common import input_options, merge_inputs, open_graph, plural, print_json
+from graphrunner.cli.common import (
+    input_options,
+    json_object,
+    merge_inputs,
+    open_graph,
+    plural,
+    print_json,
+)
 from graphrunner.cli.connect import cluster_client, cluster_settings, reported_errors
 from graphrunner.cli.progress import format_step
-from graphrunner.cli.run import capability_option, chosen, describe_error, human_summary
+from graphrunner.cli.run import capability_option, chosen, describe_error, print_settled
 from graphrunner.cli.runs_list import iso_time
 from graphrunner.client import Client, WaitTimeout
 from graphrunner.cluster.messages import check_run_id
@@ -131,15 +137,6 @@ def watch(run_id: str, timeout: float | None) -> None:
     raise click.exceptions.Exit(0 if result.ok else 1)
 
 
-def print_settled(result: RunResult, as_json: bool) -> NoReturn:
-    """Print a settled run's result (JSON or a summary) and exit as `run` does."""
-    if as_json:
-        print_json(result.to_dict())
-    else:
-        click.echo(human_summary(result))
-    raise click.exceptions.Exit(0 if result.ok else 1)
-
-
 def settle(
     client: Client, run_id: str, timeout: float | None, each: Callable[[dict[str, Any]], None]
 ) -> RunResult:
@@ -158,9 +155,9 @@ def settle(
 @click.option(
     "--state",
     "patch",
-    callback=lambda ctx, param, value: parse_patch(value),
-    metavar="JSON",
-    help="Merge these fields into the state first, e.g. --state '{\"approved\": true}'.",
+    callback=json_object,
+    metavar="JSON|@FILE",
+    help="Merge these fields into the state first, e.g. --state '{\"approved\": true}' (or @path).",
 )
 @click.option(
     "--upgrade",
@@ -178,7 +175,7 @@ def settle(
 @json_option
 def resume(
     run_id: str,
-    patch: dict[str, Any] | None,
+    patch: dict[str, Any],
     upgrade: bool,
     graph_ref: str | None,
     wait_for: bool,
@@ -194,7 +191,7 @@ def resume(
     """
     with reported_errors(), cluster_client() as client:
         target = graph_ref or (client.run(run_id).snapshot().graph_id if upgrade else None)
-        handle = client.resume(run_id, patch, upgrade=target)
+        handle = client.resume(run_id, patch or None, upgrade=target)
         if not wait_for:
             if as_json:
                 print_json({"run_id": handle.id, "status": handle.status()})
@@ -203,19 +200,6 @@ def resume(
             return
         result = settle(client, run_id, timeout, lambda _: None)
     print_settled(result, as_json)
-
-
-def parse_patch(value: str | None) -> dict[str, Any] | None:
-    """The `--state` JSON object; a usage error names what is wrong with it."""
-    if value is None:
-        return None
-    try:
-        patch = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"not valid JSON: {exc}") from None
-    if not isinstance(patch, dict):
-        raise click.BadParameter(f"must be a JSON object of field to value, got {type(patch).__name__}")
-    return patch
 
 
 @click.command("state")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from graphrunner import engine
@@ -18,6 +17,7 @@ from graphrunner.cluster.waits import Wait
 from graphrunner.engine import ResumeError, RunSnapshot, RunStatus
 from graphrunner.errors import GraphrunnerError
 from graphrunner.graph import Graph
+from graphrunner.runner.local import utcnow
 from graphrunner.store import Fence, RedisStore
 
 if TYPE_CHECKING:
@@ -48,11 +48,6 @@ def load(store: RedisStore, run_id: str) -> RunSnapshot:
     if snap is None:
         raise RunNotFound(f"no run with id {run_id!r}")
     return snap
-
-
-def now_iso() -> str:
-    """The time for transcript records."""
-    return datetime.now(UTC).isoformat()
 
 
 # -- concurrency keys ------------------------------------------------------------------------------
@@ -110,7 +105,7 @@ def cancel(runtime: Runtime, run_id: str, reason: str = "cancelled by request") 
             "status": "cancelled",
             "from": snap.status.value,
             "reason": reason,
-            "at": now_iso(),
+            "at": utcnow().isoformat(),
         }
         if runtime.store.commit(Fence.of(snap), final, [record]).committed:
             break
@@ -157,7 +152,7 @@ def resume(
         )
     limit = runtime.settings.max_state_bytes
     at = _as_paused(runtime.store, snap)  # a paused run that was cancelled goes on past its pause
-    resumed = engine.resume(graph, at, datetime.now(UTC), patch, max_state_bytes=limit)
+    resumed = engine.resume(graph, at, utcnow(), patch, max_state_bytes=limit)
     if snap.status.finished and snap.concurrency_key:
         _retake_key(runtime.store, snap)
     running = resumed.status is RunStatus.RUNNING
@@ -169,7 +164,7 @@ def resume(
         "status": "resumed",
         "from": snap.status.value,
         "changed_keys": sorted(patch or {}),
-        "at": now_iso(),
+        "at": utcnow().isoformat(),
     }
     if upgrade is not None:
         record["graph_hash"] = upgrade.content_hash

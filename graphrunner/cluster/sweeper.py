@@ -12,7 +12,6 @@ two commits and the other is dropped. A pass runs from the beat schedule (a work
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +20,7 @@ from graphrunner.cluster.waits import Wait
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import GraphrunnerError
 from graphrunner.store import RedisStore
+from graphrunner.store.redis_store import now_ms
 
 if TYPE_CHECKING:
     from graphrunner.cluster.app import Runtime
@@ -68,7 +68,7 @@ def idle_seconds(fields: dict[str, str], now_ms: int) -> float:
 def idle_of(store: RedisStore, run_id: str) -> float | None:
     """Seconds since the run's last commit or heartbeat (None for an unknown run)."""
     [fields] = store.activity([run_id])
-    return idle_seconds(fields, int(time.time() * 1000)) if fields else None
+    return idle_seconds(fields, now_ms()) if fields else None
 
 
 def sweep(runtime: Runtime) -> SweepReport:
@@ -82,7 +82,7 @@ def sweep(runtime: Runtime) -> SweepReport:
         ids = store.running_ids()
         for start in range(0, len(ids), BATCH):
             batch = ids[start : start + BATCH]
-            now = int(time.time() * 1000)
+            now = now_ms()
             for run_id, fields in zip(batch, store.activity(batch), strict=True):
                 report.checked += 1
                 idle = idle_seconds(fields, now)
@@ -90,8 +90,7 @@ def sweep(runtime: Runtime) -> SweepReport:
                     repair = _repair(runtime, run_id, idle)
                     if repair is not None:
                         report.repaired.append(repair)
-        prune = getattr(store, "prune_expired", None)
-        report.pruned = int(prune()) if prune is not None else 0
+        report.pruned = store.prune_expired()
     finally:
         store.unlock_sweep()
     return report

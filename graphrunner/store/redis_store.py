@@ -286,21 +286,21 @@ class RedisStore:
 
     def load_items(self, run_id: str, tag: str, total: int) -> list[dict[str, Any] | None]:
         """The results of items 0..total-1 in item order (None where missing), read in batches."""
-        key, found = keys.items(run_id, tag), []
-        for start in range(0, total, ITEMS_BATCH):
-            fields = [str(i) for i in range(start, min(total, start + ITEMS_BATCH))]
-            raw = self._call(lambda f=fields: self.redis.hmget(key, f))  # type: ignore[misc]
-            found += [json.loads(r) if r else None for r in raw]
-        return found
+        return [json.loads(raw) if raw else None for _, raw in self._item_range(run_id, tag, 0, total)]
 
     def missing_items(self, run_id: str, tag: str, start: int, stop: int) -> list[int]:
         """The indexes in `[start, stop)` with no recorded result."""
-        key, missing = keys.items(run_id, tag), []
+        return [index for index, raw in self._item_range(run_id, tag, start, stop) if raw is None]
+
+    def _item_range(self, run_id: str, tag: str, start: int, stop: int) -> list[tuple[int, str | None]]:
+        """(index, raw record or None) for items `[start, stop)`, one HMGET per `ITEMS_BATCH`."""
+        key, found = keys.items(run_id, tag), []
         for first in range(start, stop, ITEMS_BATCH):
-            fields = [str(i) for i in range(first, min(stop, first + ITEMS_BATCH))]
+            indexes = range(first, min(stop, first + ITEMS_BATCH))
+            fields = [str(i) for i in indexes]
             raw = self._call(lambda f=fields: self.redis.hmget(key, f))  # type: ignore[misc]
-            missing += [int(f) for f, r in zip(fields, raw, strict=True) if r is None]
-        return missing
+            found += list(zip(indexes, raw, strict=True))
+        return found
 
     def drop_items(self, run_id: str, tag: str) -> None:
         """Delete a finished foreach's item results."""
