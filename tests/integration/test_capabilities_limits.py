@@ -5,13 +5,13 @@ limit keeps the last good state, and a worker warns about a visibility timeout t
 from __future__ import annotations
 
 import textwrap
-import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from support import uid, write
 from worker_procs import WorkerProcess
 
 from graphrunner import InvalidCapabilities, LimitExceeded, load_graph, parse_graph
@@ -19,16 +19,6 @@ from graphrunner.cli import main
 from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.settings import Settings
-
-
-def uid() -> str:
-    return uuid.uuid4().hex[:8]
-
-
-def write(folder: Path, name: str, text: str) -> Path:
-    path = folder / name
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
 
 
 def shell_graph(marker: Path, graph_id: str) -> str:

@@ -12,7 +12,6 @@ import sys
 import textwrap
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 from semantics_targets import records
+from support import uid, write
 from worker_procs import dedicated_worker
 
 from graphrunner import Graph, GraphValidationError, StateValidationError, load_graph, parse_graph
@@ -34,17 +34,6 @@ from graphrunner.runner import LocalRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 TARGETS = "semantics_targets"
-
-
-def uid() -> str:
-    return uuid.uuid4().hex[:8]
-
-
-def write(folder: Path, name: str, text: str) -> Path:
-    """Write a dedented graph (or hooks) file and return its path."""
-    path = folder / name
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
 
 
 def graph_text(text: str) -> str:

@@ -8,13 +8,14 @@ import os
 import textwrap
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support import lines, wait_for
 from worker_procs import WorkerProcess
 
 from graphrunner import Graph, RunResult, engine, parse_graph
@@ -99,18 +100,6 @@ def wait_watching(handle: RunHandle, timeout: float) -> tuple[RunResult, list[di
             return handle.result(), seen
         time.sleep(0.01)
     raise TimeoutError(f"run {handle.id} did not finish within {timeout}s")
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
 
 @pytest.fixture

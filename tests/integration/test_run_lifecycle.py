@@ -3,17 +3,15 @@ poison steps, concurrency keys and idempotent submits, through the client and th
 
 from __future__ import annotations
 
-import textwrap
 import threading
 import time
-import uuid
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from support import lines, uid, wait_for, write
 from worker_procs import WorkerProcess, dedicated_worker
 
 from graphrunner import load_graph
@@ -24,29 +22,6 @@ from graphrunner.embedded import EmbeddedRedis
 from graphrunner.engine import ResumeError
 from graphrunner.errors import StateValidationError
 from graphrunner.settings import Settings
-
-
-def uid() -> str:
-    return uuid.uuid4().hex[:8]
-
-
-def write(folder: Path, name: str, text: str) -> Path:
-    path = folder / name
-    path.write_text(textwrap.dedent(text), encoding="utf-8")
-    return path
-
-
-def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"timed out waiting for {what}")
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
 
 def statuses(client: Client, run_id: str) -> list[str]:

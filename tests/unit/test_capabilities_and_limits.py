@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import engine_targets
 import pytest
 from click.testing import CliRunner
+from yaml_files import write
 
 from graphrunner import Graph, InvalidCapabilities, LimitExceeded, PermissionDenied, RunResult, load_graph
 from graphrunner.cli import main
@@ -33,12 +33,6 @@ def shell_graph(marker: Path, graph_id: str = "caps/shell") -> str:
             action: {{tool: shell, params: {{argv: [touch, "{marker}"]}}}}
             assign: {{touched: true}}
     """
-
-
-def write(folder: Path, name: str, text: str) -> Path:
-    path = folder / name
-    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-    return path
 
 
 # --- capabilities ---------------------------------------------------------------------------------

@@ -1,0 +1,35 @@
+"""Small helpers the integration tests share (imported as a plain module)."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+
+def uid() -> str:
+    """A short random suffix for graph ids, run ids and queues no other test uses."""
+    return uuid.uuid4().hex[:8]
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    """Write a dedented graph (or hooks) file and return its path."""
+    path = folder / name
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll `check` until it holds; raise `TimeoutError` naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def lines(path: Path) -> list[str]:
+    """The lines of a side-effect log (none when it does not exist yet)."""
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
