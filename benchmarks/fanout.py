@@ -17,7 +17,8 @@ from celery import chord
 
 from benchmarks import baseline, baseline_chord, graphs, memory
 from benchmarks.drivers import POLL_SECONDS, poll_client
-from graphrunner.client import Client, WaitTimeout
+from graphrunner.client import Client
+from graphrunner.errors import WaitTimeout
 from graphrunner.results import RunResult
 from graphrunner.settings import Settings
 

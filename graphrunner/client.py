@@ -1,4 +1,8 @@
-"""The Python client of a graphrunner cluster: submit runs, wait for them, read them."""
+"""The Python client of a graphrunner cluster: submit runs, wait for them, read them.
+
+A producer: it writes runs and their first messages to the cluster's store and broker, and
+never runs a step (no executor, no worker machinery is built here).
+"""
 
 from __future__ import annotations
 
@@ -10,30 +14,25 @@ from pathlib import Path
 from typing import Any
 
 from graphrunner import engine
-from graphrunner.cluster import lifecycle, sweeper
-from graphrunner.cluster.app import Runtime
-from graphrunner.cluster.lifecycle import CancelError as CancelError  # re-exported for users
-from graphrunner.cluster.lifecycle import RunConflict, RunNotFound
-from graphrunner.cluster.lifecycle import RunRefused as RunRefused
-from graphrunner.cluster.messages import check_concurrency_key, check_run_id
-from graphrunner.cluster.runs import fingerprint
+from graphrunner.cluster import operations, sweeper
+from graphrunner.cluster.context import Cluster
+from graphrunner.cluster.runs import check_concurrency_key, check_run_id, fingerprint
 from graphrunner.cluster.sweeper import SweepReport
+from graphrunner.cluster.waits import deadline
 from graphrunner.engine import RunSnapshot, RunStatus
-from graphrunner.errors import GraphrunnerError
+from graphrunner.errors import CancelError as CancelError  # re-exported for users
+from graphrunner.errors import GraphrunnerError, RunConflict, RunNotFound, WaitTimeout
+from graphrunner.errors import RunRefused as RunRefused
 from graphrunner.graph import Graph
 from graphrunner.loading import load_graph
 from graphrunner.results import RunResult
 from graphrunner.runner.single import StepReport, single_step_sync
 from graphrunner.settings import Settings
-from graphrunner.store import RunPage, RunQuery, RunSummary
+from graphrunner.store import Created, RunPage, RunQuery, RunSummary
 from graphrunner.store.query import TimeBound
 
 WAIT_SLICE_MS = 1000
 SETTLED = {RunStatus.PAUSED} | set(engine.RunStatus) - {RunStatus.PENDING, RunStatus.RUNNING}
-
-
-class WaitTimeout(GraphrunnerError):
-    """A run did not settle within the time given to `wait`."""
 
 
 class Client:
@@ -53,13 +52,12 @@ class Client:
         if broker_url:
             settings = replace(settings, broker_url=broker_url)
         self.settings = settings
-        self.runtime = Runtime(settings, store_retry_seconds=retry_seconds)
-        self.store = self.runtime.store
+        self.cluster = Cluster.connect(settings, retry_seconds=retry_seconds)
+        self.store = self.cluster.store
 
     def close(self) -> None:
-        """Release the client's Redis connections (kombu's shared broker pool stays)."""
-        self.runtime.app.close()
-        self.store.redis.close()
+        """Release the client's connections."""
+        self.cluster.close()
 
     def __enter__(self) -> Client:
         return self
@@ -92,7 +90,9 @@ class Client:
         anything is stored. With a `concurrency_key`, at most one run per key is active:
         while another holds it, the run waits as `pending` (`when_busy="queue"`) or is not
         submitted at all (`"refuse"`: raises `RunRefused`). The same run id with another
-        graph version, inputs, state, capabilities or key raises `RunConflict`.
+        graph version, inputs, state, capabilities or key raises `RunConflict`. The run's
+        record and its first step's message are written at once: a submitted run never
+        waits for a message that was lost.
         """
         if when_busy not in ("queue", "refuse"):
             raise GraphrunnerError(f"when_busy must be 'queue' or 'refuse', got {when_busy!r}")
@@ -105,37 +105,31 @@ class Client:
             loaded, inputs, run_id=run_id, state=state, capabilities=caps, max_state_bytes=limit
         )
         snap = snap.model_copy(update={"concurrency_key": key})
-        self.runtime.executor.graphs.put(loaded)
+        self.cluster.graphs.put(loaded)
         identity = fingerprint(loaded, snap.inputs, snap.capabilities, key, state=state)
         admitting = key is not None and not self.store.run_fields(run_id)  # a resubmit takes no key
         if admitting:
-            snap = lifecycle.admit(self.store, snap, queue=when_busy == "queue")
-        created = self.store.create_run(snap, identity)
-        if not created.created:
-            try:
-                return self._submitted_before(run_id, identity, created.existing_fingerprint, loaded)
-            except RunConflict:
-                if admitting and key is not None:  # we took (or queued for) the key: give it back
-                    self.store.unqueue(key, run_id)
-                    lifecycle.hand_on(self.runtime, snap)
-                raise
-        if snap.status is RunStatus.RUNNING:
-            self.runtime.enqueue(snap, loaded)
-        return RunHandle(self, run_id)
+            snap = operations.admit(self.store, snap, queue=when_busy == "queue")
+        created = self._create(snap, loaded, identity)
+        if created.created or created.existing_fingerprint == identity:
+            return RunHandle(self, run_id)  # new, or submitted before: the same run
+        if admitting and key is not None:  # we took (or queued for) the key: give it back
+            self.store.unqueue(key, run_id)
+            operations.hand_on(self.cluster, snap)
+        raise RunConflict(
+            f"run {run_id} already exists with another graph version, inputs, initial state, "
+            "capabilities or concurrency key"
+        )
 
-    def _submitted_before(
-        self, run_id: str, identity: str, existing_identity: str | None, graph: Graph
-    ) -> RunHandle:
-        """The run id exists: the same run (make sure its first step is on its way) or a conflict."""
-        if existing_identity != identity:
-            raise RunConflict(
-                f"run {run_id} already exists with another graph version, inputs, initial state, "
-                "capabilities or concurrency key"
-            )
-        existing = self.store.load_run(run_id)
-        if existing is not None and existing.status is RunStatus.RUNNING and existing.step == 0:
-            self.runtime.enqueue(existing, graph)
-        return RunHandle(self, run_id)
+    def _create(self, snap: RunSnapshot, graph: Graph, identity: str) -> Created:
+        """Create the run with its first step's message (unless it waits for its key), in one write."""
+        publisher = self.cluster.publisher
+        first = [publisher.step(snap, graph)] if snap.status is RunStatus.RUNNING else []
+        progress = deadline(snap, self.settings.stall_after)
+        created = self.store.create_run(snap, identity, publisher.encode_all(first), progress)
+        if created.created:
+            publisher.flush(snap.run_id)
+        return created
 
     def resume(
         self,
@@ -157,7 +151,7 @@ class Client:
         graph = None
         if upgrade is not None:
             graph = upgrade if isinstance(upgrade, Graph) else load_graph(upgrade, settings=self.settings)
-        lifecycle.resume(self.runtime, run_id, state_patch, upgrade=graph)
+        operations.resume(self.cluster, run_id, state_patch, upgrade=graph)
         return RunHandle(self, run_id)
 
     def cancel(self, run_id: str) -> RunHandle:
@@ -166,12 +160,12 @@ class Client:
         Nothing more of it starts: a step in flight completes but is not committed, queued
         foreach items are skipped. Raises `RunNotFound`, or `CancelError` for a finished run.
         """
-        lifecycle.cancel(self.runtime, check_run_id(run_id))
+        operations.cancel(self.cluster, check_run_id(run_id))
         return RunHandle(self, run_id)
 
     def sweep(self) -> SweepReport:
         """One sweeper pass: send the work of stalled runs again (see `graphrunner sweep`)."""
-        return sweeper.sweep(self.runtime)
+        return sweeper.sweep(self.cluster)
 
     def run(self, run_id: str) -> RunHandle:
         """A handle on an existing run; raises `RunNotFound`."""

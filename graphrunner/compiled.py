@@ -1,4 +1,4 @@
-"""A graph's expressions compiled once at load: params, assign, next, over, output, hooks.
+"""A graph compiled once at load: `CompiledGraph`, the value the pure engine runs.
 
 `compile_nodes` walks the spec and records a `bad_expression` issue for every site that
 does not compile, so one load reports every bad expression with where it is.
@@ -6,12 +6,12 @@ does not compile, so one load reports every bad expression with where it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from graphrunner import namespaces as ns
-from graphrunner.errors import ExpressionError
+from graphrunner.errors import ExpressionError, GraphNotFound
 from graphrunner.expressions import (
     CompiledCondition,
     Constant,
@@ -31,6 +31,7 @@ from graphrunner.model import (
     ReturnNode,
     SubgraphNode,
 )
+from graphrunner.reducers import Reducers
 from graphrunner.report import Issue
 
 
@@ -185,3 +186,37 @@ def _compile_next(spec: Next, node: str, c: _Collector) -> CompiledNext:
         when = c.condition(branch.when, ns.WITH_RESULT, node, where) if branch.when is not None else None
         branches.append((branch.to, when))
     return CompiledNext(branches=tuple(branches))
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledGraph:
+    """A graph ready for the engine: its spec, content hash, compiled nodes and hooks, reducers.
+
+    A pure value: it neither reads files nor runs anything. `Graph` (a loaded graph) adds
+    where it came from and how to run it.
+    """
+
+    spec: GraphSpec
+    content_hash: str
+    nodes: Mapping[str, CompiledNode]
+    hooks: tuple[CompiledHook, ...]
+    reducers: Reducers
+    _children: dict[str, CompiledGraph] = field(default_factory=dict, repr=False)
+
+    @property
+    def id(self) -> str:
+        """The graph id runs are registered under."""
+        return self.spec.id
+
+    def subgraph(self, graph_id: str) -> CompiledGraph:
+        """The child graph `graph_id` named by a subgraph node; raises `GraphNotFound`."""
+        child = self._children.get(graph_id)
+        if child is None:
+            raise GraphNotFound(f"subgraph '{graph_id}' of graph '{self.id}' is not known")
+        return child
+
+    def split_child_values(self, values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Projected subgraph values as (inputs, state) by what this graph declares."""
+        inputs = {k: v for k, v in values.items() if k in self.spec.inputs and k not in self.spec.state}
+        state = {k: v for k, v in values.items() if k not in inputs}
+        return inputs, state

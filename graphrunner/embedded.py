@@ -15,11 +15,7 @@ from types import TracebackType
 
 import redis
 
-from graphrunner.errors import GraphrunnerError
-
-
-class EmbeddedRedisError(GraphrunnerError):
-    """The embedded Redis server could not be found or started."""
+from graphrunner.errors import EmbeddedRedisError
 
 
 def redis_binary() -> str:

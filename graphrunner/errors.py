@@ -16,6 +16,54 @@ class ConfigurationError(GraphrunnerError):
     """A setting is missing or invalid."""
 
 
+class EmbeddedRedisError(ConfigurationError):
+    """The embedded Redis server could not be found or started."""
+
+
+class StoreUnavailable(GraphrunnerError):
+    """Redis could not be reached within the retry budget."""
+
+
+class BadMessage(GraphrunnerError):
+    """A message on the queue that is not a valid graphrunner task message."""
+
+
+class InvalidRunId(GraphrunnerError):
+    """A run id (or concurrency key) that does not follow the rule for it."""
+
+
+class InvalidRunQuery(GraphrunnerError):
+    """A run listing asked for with an unknown status, a bad limit, offset, time or cursor."""
+
+
+class RunNotFound(GraphrunnerError):
+    """No run with that id exists."""
+
+
+class RunConflict(GraphrunnerError):
+    """A run with that id exists with another graph, inputs, capabilities or concurrency key."""
+
+
+class RunRefused(GraphrunnerError):
+    """The run's concurrency key is held by another active run, and the caller chose refusal."""
+
+
+class CancelError(GraphrunnerError):
+    """A run cannot be cancelled: it has already finished."""
+
+
+class ResumeError(GraphrunnerError):
+    """A run cannot be resumed in its current status."""
+
+
+class WaitTimeout(GraphrunnerError):
+    """A run did not settle within the time given to `wait`."""
+
+
+class UnknownNode(GraphrunnerError):
+    """The graph has no node of that name."""
+
+
 class InvalidCapabilities(GraphrunnerError):
     """Capabilities that are not a list of non-empty pattern strings."""
 

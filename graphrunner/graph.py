@@ -1,16 +1,14 @@
-"""`Graph`: a loaded, validated, compiled and immutable graph; runs in-process with `invoke`."""
+"""`Graph`: a loaded, validated graph: its source, report and children; runs in-process with `invoke`."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from graphrunner.compiled import CompiledHook, CompiledNode
+from graphrunner.compiled import CompiledGraph
 from graphrunner.errors import GraphNotFound
-from graphrunner.model import GraphSpec
-from graphrunner.reducers import Reducers
 from graphrunner.report import ValidationReport
 from graphrunner.settings import Settings
 
@@ -21,45 +19,27 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, eq=False)
-class Graph:
-    """A graph ready to run: its spec, content hash, compiled expressions and reducers."""
+class Graph(CompiledGraph):
+    """A compiled graph with where it came from: file, YAML text, validation report, child files."""
 
-    spec: GraphSpec
-    content_hash: str
-    file: str | None
-    nodes: Mapping[str, CompiledNode]
-    hooks: tuple[CompiledHook, ...]
-    reducers: Reducers
-    report: ValidationReport
+    file: str | None = None
+    report: ValidationReport = field(default_factory=ValidationReport)
     child_paths: Mapping[str, str] = field(default_factory=dict)
     text: str = field(default="", repr=False)
-    _children: dict[str, Graph] = field(default_factory=dict, repr=False)
-
-    @property
-    def id(self) -> str:
-        """The graph id runs are registered under."""
-        return self.spec.id
+    load_child: Callable[[str], Graph] | None = field(default=None, repr=False)  # by file, for subgraphs
 
     def validate(self) -> ValidationReport:
         """The validation report (a loaded graph has no errors; warnings may remain)."""
         return self.report
 
-    def subgraph(self, graph_id: str) -> Graph:
-        """The child graph `graph_id` named by a subgraph node, loaded once."""
+    def subgraph(self, graph_id: str) -> CompiledGraph:
+        """The child graph `graph_id` named by a subgraph node, loaded once from its file."""
         if graph_id not in self._children:
-            from graphrunner.loading import load_graph
-
             path = self.child_paths.get(graph_id)
-            if path is None:
+            if path is None or self.load_child is None:
                 raise GraphNotFound(f"subgraph '{graph_id}' of graph '{self.id}' was not resolved at load")
-            self._children[graph_id] = self if path == self.file else load_graph(path)
+            self._children[graph_id] = self if path == self.file else self.load_child(path)
         return self._children[graph_id]
-
-    def split_child_values(self, values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Projected subgraph values as (inputs, state) by what this graph declares."""
-        inputs = {k: v for k, v in values.items() if k in self.spec.inputs and k not in self.spec.state}
-        state = {k: v for k, v in values.items() if k not in inputs}
-        return inputs, state
 
     async def invoke(
         self,
@@ -78,13 +58,7 @@ class Graph:
         """
         from graphrunner.runner.local import LocalRunner
 
-        settings = Settings.from_env()
-        runner = LocalRunner(
-            registry,
-            on_step,
-            max_state_bytes=settings.max_state_bytes,
-            default_capabilities=settings.default_capabilities,
-        )
+        runner = LocalRunner.from_settings(Settings.from_env(), registry=registry, on_step=on_step)
         return await runner.invoke(self, inputs, state=state, run_id=run_id, capabilities=capabilities)
 
     def invoke_sync(self, inputs: Mapping[str, Any] | None = None, **kwargs: Any) -> RunResult:

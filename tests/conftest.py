@@ -16,7 +16,9 @@ import pytest
 from graphrunner import Graph, RunResult, parse_graph
 from graphrunner.client import Client
 from graphrunner.cluster.local_worker import local_worker
+from graphrunner.cluster.worker import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
+from graphrunner.settings import Settings
 
 
 @pytest.fixture
@@ -47,7 +49,15 @@ def redis_server() -> Iterator[EmbeddedRedis]:
 
 
 @pytest.fixture(scope="session")
-def cluster(redis_server: EmbeddedRedis) -> Iterator[Client]:
+def worker_runtime(redis_server: EmbeddedRedis) -> Iterator[WorkerRuntime]:
+    """The session's worker: its executor, item runner and Celery app (running in `cluster`)."""
+    runtime = WorkerRuntime(Settings.from_env().with_redis(redis_server.url))
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture(scope="session")
+def cluster(redis_server: EmbeddedRedis, worker_runtime: WorkerRuntime) -> Iterator[Client]:
     """A client whose runs are executed by a worker in a thread of this process."""
-    with Client(redis_server.url) as client, local_worker(client.runtime, concurrency=2, queues=["cpu"]):
+    with Client(redis_server.url) as client, local_worker(worker_runtime, concurrency=2, queues=["cpu"]):
         yield client

@@ -7,16 +7,16 @@ from contextlib import contextmanager
 
 from graphrunner.cli.common import USAGE_ERROR, fail, load_settings
 from graphrunner.client import Client
-from graphrunner.cluster.messages import InvalidRunId
 from graphrunner.errors import (
     GraphNotFound,
     GraphrunnerError,
     GraphValidationError,
     InvalidCapabilities,
+    InvalidRunId,
     StateValidationError,
+    StoreUnavailable,
 )
 from graphrunner.settings import Settings
-from graphrunner.store import StoreUnavailable
 
 RETRY_SECONDS = 3.0
 NO_REDIS = (

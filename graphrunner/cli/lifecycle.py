@@ -6,7 +6,7 @@ import click
 
 from graphrunner.cli.common import print_json
 from graphrunner.cli.connect import cluster_client, reported_errors
-from graphrunner.cluster.messages import check_run_id
+from graphrunner.cluster.runs import check_run_id
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 

@@ -21,7 +21,7 @@ from graphrunner.cli.common import (
 from graphrunner.cli.connect import reported_errors
 from graphrunner.cli.progress import format_step
 from graphrunner.cli.session import run_session
-from graphrunner.client import RunHandle, WaitTimeout
+from graphrunner.client import RunHandle
 from graphrunner.engine import RunSnapshot
 from graphrunner.errors import (
     GraphNotFound,
@@ -29,6 +29,7 @@ from graphrunner.errors import (
     GraphValidationError,
     InvalidCapabilities,
     StateValidationError,
+    WaitTimeout,
 )
 from graphrunner.graph import Graph
 from graphrunner.results import RunResult

@@ -19,8 +19,9 @@ from graphrunner.cli.connect import cluster_client, cluster_settings, reported_e
 from graphrunner.cli.progress import format_step
 from graphrunner.cli.run import capability_option, chosen, describe_error, print_settled
 from graphrunner.cli.runs_list import iso_time
-from graphrunner.client import Client, WaitTimeout
-from graphrunner.cluster.messages import check_run_id
+from graphrunner.client import Client
+from graphrunner.cluster.runs import check_run_id
+from graphrunner.errors import WaitTimeout
 from graphrunner.results import RunResult
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")

@@ -16,7 +16,8 @@ import click
 from graphrunner.cli.common import USAGE_ERROR, fail, print_json
 from graphrunner.cli.connect import cluster_client, reported_errors
 from graphrunner.engine import RunStatus
-from graphrunner.store import InvalidRunQuery, RunPage, RunSummary
+from graphrunner.errors import InvalidRunQuery
+from graphrunner.store import RunPage, RunSummary
 from graphrunner.store.query import MAX_LIMIT
 
 COLUMNS = ("RUN_ID", "GRAPH", "STATUS", "STEPS", "CREATED")

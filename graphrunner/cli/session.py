@@ -11,6 +11,7 @@ from typing import Any
 from graphrunner.cli.connect import RETRY_SECONDS
 from graphrunner.client import Client
 from graphrunner.cluster.local_worker import local_worker
+from graphrunner.cluster.worker import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.graph import Graph
 from graphrunner.settings import Settings
@@ -58,8 +59,10 @@ def draining_worker(client: Client, queues: list[str], *, embedded: bool) -> Ite
     """
     worker: Any = None
     abandoned = False
+    retry = EMBEDDED_RETRY_SECONDS if embedded else RETRY_SECONDS
+    runtime = WorkerRuntime(client.settings, retry_seconds=retry)
     try:
-        with local_worker(client.runtime, concurrency=LOCAL_CONCURRENCY, queues=queues) as worker:
+        with local_worker(runtime, concurrency=LOCAL_CONCURRENCY, queues=queues) as worker:
             yield
     except BaseException:
         abandoned = embedded
@@ -67,6 +70,7 @@ def draining_worker(client: Client, queues: list[str], *, embedded: bool) -> Ite
     finally:
         with muted(WORKER_LOGGERS) if abandoned else nullcontext():
             drain(worker)
+            runtime.close()
 
 
 @contextmanager

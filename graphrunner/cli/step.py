@@ -26,9 +26,10 @@ from graphrunner.errors import (
     GraphValidationError,
     LimitExceeded,
     StateValidationError,
+    UnknownNode,
 )
 from graphrunner.graph import Graph
-from graphrunner.runner.single import StepReport, UnknownNode, single_step_sync
+from graphrunner.runner.single import StepReport, single_step_sync
 from graphrunner.settings import Settings
 
 

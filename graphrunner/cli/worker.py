@@ -1,24 +1,37 @@
-"""`graphrunner worker [celery worker options]` and `graphrunner flower [flower options]`."""
+"""`graphrunner worker [celery worker options]`, `graphrunner flower [flower options]`, `graphrunner beat`."""
 
 from __future__ import annotations
 
+import signal
+import threading
 from typing import Any
 
 import click
-from celery import signals
 
 from graphrunner.cli.common import USAGE_ERROR, fail, load_settings
-from graphrunner.cluster.app import Runtime
 from graphrunner.errors import ConfigurationError
+from graphrunner.settings import Settings
 
 PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["--help"]}
 
 
-def _runtime() -> Runtime:
+def _settings() -> Settings:
+    settings = load_settings()
+    if not settings.redis_url:
+        fail(
+            "GRAPHRUNNER_REDIS_URL is not set: point it at the Redis the cluster uses (e.g. redis://localhost:6379/0)",
+            USAGE_ERROR,
+        )
+    return settings
+
+
+def _runtime(settings: Settings) -> Any:
+    from graphrunner.cluster.worker import WorkerRuntime
+
     try:
-        return Runtime(load_settings())
+        return WorkerRuntime(settings)
     except ConfigurationError as exc:
-        fail(f"{exc}: point it at the Redis the cluster uses (e.g. redis://localhost:6379/0)", USAGE_ERROR)
+        fail(str(exc), USAGE_ERROR)
 
 
 @click.command("worker", context_settings=PASS_THROUGH)
@@ -28,34 +41,40 @@ def worker(celery_args: tuple[str, ...]) -> None:
 
     Every option is passed to `celery worker`, e.g. `graphrunner worker -c 4 -Q graphrunner,cpu`.
     The worker consumes the default queue (GRAPHRUNNER_QUEUE, `graphrunner`) unless -Q says otherwise.
+    Every worker also moves due timers onto their queues and takes its turn at sweeping.
     """
+    runtime = _runtime(_settings())
     try:
-        runtime = _runtime().serve()
-    except ConfigurationError as exc:
-        fail(str(exc), USAGE_ERROR)
-
-    def preflight(sender: Any = None, instance: Any = None, **_: Any) -> None:
-        if getattr(instance, "app", None) is runtime.app:  # once Celery's logging is set up
-            runtime.preflight()
-
-    signals.celeryd_after_setup.connect(preflight, weak=False)
-    runtime.app.worker_main(["worker", "--loglevel=WARNING", *celery_args])
+        runtime.app.worker_main(["worker", "--loglevel=WARNING", *celery_args])
+    finally:
+        runtime.close()
 
 
 @click.command("flower", context_settings=PASS_THROUGH)
 @click.argument("flower_args", nargs=-1, type=click.UNPROCESSED)
 def flower(flower_args: tuple[str, ...]) -> None:
     """Run Flower against the configured broker; options go to Flower (e.g. --basic-auth=user:pass)."""
-    runtime = _runtime()
-    runtime.app.start(["flower", *flower_args])
+    from graphrunner.cluster.app import create_app
+
+    create_app(_settings()).start(["flower", *flower_args])
 
 
-@click.command("beat", context_settings=PASS_THROUGH)
-@click.argument("beat_args", nargs=-1, type=click.UNPROCESSED)
-def beat(beat_args: tuple[str, ...]) -> None:
-    """Run the beat schedule alone (the stalled-run sweeper every GRAPHRUNNER_SWEEP_INTERVAL s).
+@click.command("beat")
+def beat() -> None:
+    """Move due timers and sweep stalled runs, without taking steps (until SIGTERM or Ctrl-C).
 
-    The same as starting one worker with -B; options go to `celery beat`. Run one.
+    Every worker does this already; run `beat` to keep timers and sweeps going where workers
+    come and go (for example scaled to zero). Any number may run: a lock keeps one sweep at a time.
     """
-    runtime = _runtime()
-    runtime.app.start(["beat", "--loglevel=WARNING", *beat_args])
+    from graphrunner.cluster.housekeeping import Housekeeper
+
+    runtime = _runtime(_settings())
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    keeper = Housekeeper(runtime.cluster)
+    try:
+        while not stop.wait(0.5):
+            keeper.tick()
+    finally:
+        runtime.close()

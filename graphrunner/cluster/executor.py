@@ -1,367 +1,384 @@
-"""One step of a run on a worker: load, step, commit (fenced), send what comes next.
+"""One step of a run on a worker: load, decide, then commit with what follows, in one write.
 
-The Celery task is a thin wrapper around `StepExecutor.execute`. A duplicate message
-changes nothing (every commit is fenced by step, phase and status); a message redelivered
-after its commit sends again what the commit said must follow, which repairs a worker that
-died in between.
+The Celery task is a thin wrapper around `StepExecutor.execute`. Every commit is fenced by
+step, phase and status, so a duplicate or stale message changes nothing and is dropped; and
+every commit carries the messages that follow it (the next step, the parent's wake-up, a
+durable timer), so a worker that dies after committing has lost nothing.
 
-A step that would wait (a retry backoff over `items.INLINE_WAIT`, a durable sleep, foreach
-items, a child run) is suspended instead: its `Wait` is committed, the phase bumped, and
-the task that goes on with it is sent. No worker slot is held while a step waits.
+A step that would wait (a retry backoff over `INLINE_WAIT`, a durable sleep, foreach items,
+a child run) is suspended instead: its `Wait` is committed, the phase bumped, and what it
+waits for is sent. No worker slot is held while a step waits. The helpers `fanout`,
+`sequence` and `children` decide (see `decisions`); this module alone commits and sends.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
-import socket
-import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import redis
+
 from graphrunner import engine
-from graphrunner.cluster import children, fanout, sequence
-from graphrunner.cluster.graphs import GraphCache
+from graphrunner.cluster import children, dispatch, fanout, operations, sequence
+from graphrunner.cluster.context import Cluster
+from graphrunner.cluster.decisions import Checkpoint, Collect, Complete, Decision, Idle, Poll, Suspend
 from graphrunner.cluster.heartbeat import Heartbeats
-from graphrunner.cluster.items import durable_call
-from graphrunner.cluster.messages import StepMessage
-from graphrunner.cluster.preflight import VisibilityCheck
-from graphrunner.cluster.sender import Sender
-from graphrunner.cluster.waits import Wait, timed
-from graphrunner.engine import NoOutcome, Outcome, RunSnapshot, RunStatus, StepPlan
-from graphrunner.errors import GraphrunnerError
-from graphrunner.graph import Graph
-from graphrunner.runner import LocalRunner
-from graphrunner.runner.dispatch import Deferred
-from graphrunner.runner.local import retry_records, step_record, tool_context, utcnow
-from graphrunner.store import Fence, RedisStore
+from graphrunner.cluster.items import outcome_of
+from graphrunner.cluster.loops import ThreadLoops
+from graphrunner.cluster.messages import Outgoing, StepMessage
+from graphrunner.cluster.waits import Wait, deferred_wait
+from graphrunner.compiled import CompiledGraph
+from graphrunner.engine import ForeachOutcome, NoOutcome, RunSnapshot, RunStatus, StepPlan
+from graphrunner.errors import GraphrunnerError, StoreUnavailable
+from graphrunner.services import Deferred, StepServices, tool_context
+from graphrunner.services.records import (
+    AnyRecord,
+    FailedRecord,
+    SleepRecord,
+    StepRecord,
+    retry_records,
+    utcnow,
+    worker_name,
+)
+from graphrunner.store import Fence
 
 log = logging.getLogger("graphrunner.worker")
-
-
-def worker_name() -> str:
-    """`host:pid` of the process taking the step (a prefork pool process, not the parent)."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
+INFRASTRUCTURE = (StoreUnavailable, redis.RedisError)  # requeue the message: never a run's fault
 FANOUT_CHUNK = 1000
 
 
 @dataclass(frozen=True)
-class StepReport:
-    """What `execute` did, for logs and tests."""
+class Handled:
+    """What `execute` did with a message, for logs and tests."""
 
-    outcome: str  # committed | suspended | waiting | duplicate | repaired | stale | unknown_run | ...
+    outcome: str  # committed | suspended | waiting | duplicate | stale | not_running | unknown_run | ...
     run_id: str
     step: int
 
 
+@dataclass(frozen=True, kw_only=True)
+class ExecutorOptions:
+    """How the executor paces work: foreach chunk size, sequential slice, poison cap."""
+
+    chunk: int = FANOUT_CHUNK
+    loop_slice: float = 10.0  # seconds a task runs sequential items before handing on
+    max_redeliveries: int = 5  # redeliveries of one step and phase before it is poison
+
+
 class StepExecutor:
-    """Executes step messages against a store, with a runner for the step's I/O."""
+    """Executes step messages against the cluster's store, with `services` for the step's I/O."""
 
     def __init__(
         self,
-        store: RedisStore,
-        sender: Sender,
-        runner: LocalRunner | None = None,
+        cluster: Cluster,
+        services: StepServices,
         *,
-        chunk: int = FANOUT_CHUNK,
+        heartbeats: Heartbeats,
+        options: ExecutorOptions,
+        loops: ThreadLoops | None = None,
     ) -> None:
-        self.store = store
-        self.sender = sender
-        self.graphs = GraphCache(store)
-        self.runner = runner or LocalRunner(cache=store)
-        self.chunk = max(1, chunk)
-        self.loop_slice = 10.0  # seconds a task runs sequential items before handing on
-        self.visibility = VisibilityCheck(None)  # a worker's `serve` sets the broker's timeout
-        self.max_redeliveries = 5  # redeliveries of one step and phase before it is poison
-        self.heartbeats = Heartbeats(store, interval=60.0)
-        self._local = threading.local()
-        self._loops: list[asyncio.AbstractEventLoop] = []
-        self._lock = threading.Lock()
+        self.cluster = cluster
+        self.store = cluster.store
+        self.publisher = cluster.publisher
+        self.graphs = cluster.graphs
+        self.services = services
+        self.heartbeats = heartbeats
+        self.options = options
+        self.loops = loops or ThreadLoops()
 
-    def run_async(self, coro: Any) -> Any:
-        """Run a coroutine on this thread's own event loop (kept between steps)."""
-        loop = getattr(self._local, "loop", None)
-        if loop is None or loop.is_closed():
-            loop = self._local.loop = asyncio.new_event_loop()
-            with self._lock:
-                self._loops.append(loop)
-        return loop.run_until_complete(coro)
+    # -- entry -------------------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Close the event loops of the threads that took steps, stop heartbeats (the worker stops)."""
-        self.heartbeats.stop()
-        with self._lock:
-            loops, self._loops = self._loops, []
-        for loop in loops:
-            if not loop.is_running() and not loop.is_closed():
-                loop.run_until_complete(loop.shutdown_default_executor())
-                loop.close()
-
-    # -- entry ---------------------------------------------------------------------------
-
-    def execute(self, msg: StepMessage, *, redelivered: bool = False) -> StepReport:
+    def execute(self, msg: StepMessage, *, redelivered: bool = False) -> Handled:
         """Take (or go on with) the step `msg` names, unless the run has moved on.
 
-        `redelivered`: the broker says this message was delivered before and not acknowledged
-        (its worker died, or it was rejected): counted, and past `max_redeliveries` the step
-        is a poison message and fails its run instead of killing another worker.
+        `redelivered`: the broker delivered this message before without an acknowledgement
+        (its worker died, or it was requeued): counted, and past `max_redeliveries` the step
+        is poison and fails its run. An unexpected exception fails the run (naming it);
+        Redis trouble (`StoreUnavailable`, `redis.RedisError`) is raised for a requeue.
         """
+        try:
+            return self._execute(msg, redelivered)
+        except INFRASTRUCTURE:
+            raise
+        except Exception as exc:
+            return self._unexpected(msg, exc)
+
+    def _execute(self, msg: StepMessage, redelivered: bool) -> Handled:
         snap = self.store.load_run(msg.run_id)
         if snap is None:
             log.warning("step message for unknown run %s dropped", msg.run_id)
-            return StepReport("unknown_run", msg.run_id, msg.step)
+            return Handled("unknown_run", msg.run_id, msg.step)
         if snap.step != msg.step or snap.status is not RunStatus.RUNNING:
             return self._stale(snap, msg)
-        if redelivered and msg.phase == snap.phase and self._poisoned(snap):
-            return StepReport("poison", msg.run_id, msg.step)
+        wait = Wait.from_dict(snap.wait) if snap.wait is not None else None
+        if msg.phase != snap.phase and not (
+            wait is not None and wait.kind == "items" and msg.phase < snap.phase
+        ):
+            return self._stale(snap, msg)  # an earlier phase; an items task that died is taken over
+        if redelivered and self._poisoned(snap):
+            return Handled("poison", msg.run_id, msg.step)
         try:
             graph = self.graphs.get(snap.graph_hash)
         except GraphrunnerError as exc:
-            return self._fail_unloadable(snap, msg, exc)
+            self._fail(snap, _error(snap, "node_exception", f"graph cannot be loaded on this worker: {exc}"))
+            return Handled("failed_to_load", msg.run_id, msg.step)
         with self.heartbeats.beating(snap.run_id):
-            if msg.phase != snap.phase:
-                return StepReport(self._out_of_phase(graph, snap, msg), msg.run_id, msg.step)
-            return StepReport(self.run_async(self._go(graph, snap)), msg.run_id, msg.step)
+            return Handled(self.loops.run(self._take(graph, snap, wait)), msg.run_id, msg.step)
+
+    def _stale(self, snap: RunSnapshot, msg: StepMessage) -> Handled:
+        """A message for a step already taken, an earlier phase, or a run no longer running: dropped."""
+        log.info(
+            "dropped step message (run %s, step %s, phase %s): the run is %s at step %s, phase %s",
+            msg.run_id, msg.step + 1, msg.phase, snap.status.value, snap.step + 1, snap.phase,
+        )  # fmt: skip
+        if snap.status.finished and snap.concurrency_key:
+            operations.hand_on(self.cluster, snap)  # in case its last worker died before it did
+        return Handled("stale" if snap.status is RunStatus.RUNNING else "not_running", msg.run_id, msg.step)
 
     def _poisoned(self, snap: RunSnapshot) -> bool:
         """Count a redelivery of the step at `snap`; past the cap, fail the run (True)."""
         count = self.store.count_redelivery(snap.run_id, f"{snap.step + 1}.{snap.phase}")
-        if count <= self.max_redeliveries:
+        limit = self.options.max_redeliveries
+        if count <= limit:
             log.warning("step %s of run %s redelivered (%s so far)", snap.step + 1, snap.run_id, count)
             return False
         message = (
             f"step {snap.step + 1} (node '{snap.node}') was redelivered {count} times without "
             f"finishing: its task keeps losing its worker (killed, out of memory?), so the run is "
-            f"stopped instead of trying again (GRAPHRUNNER_MAX_REDELIVERIES={self.max_redeliveries})"
+            f"stopped instead of trying again (GRAPHRUNNER_MAX_REDELIVERIES={limit})"
         )
-        error = {"type": "limit_exceeded", "message": message, "node": snap.node, "step": snap.step + 1}
-        self._end_failed(snap, error)
+        self._fail(snap, _error(snap, "limit_exceeded", message))
         return True
 
-    async def _go(self, graph: Graph, snap: RunSnapshot) -> str:
-        if snap.wait is not None:
-            return await self._go_on(graph, snap, Wait.from_dict(snap.wait))
-        if snap.step == 0:
-            failed = self.runner.preflight(graph, snap)
+    def _unexpected(self, msg: StepMessage, exc: Exception) -> Handled:
+        """An exception no step should raise (a bug, a broken library): the run fails, naming it."""
+        log.exception("step %s of run %s raised unexpectedly", msg.step + 1, msg.run_id)
+        snap = self.store.load_run(msg.run_id)
+        if snap is None or snap.status is not RunStatus.RUNNING or snap.step != msg.step:
+            return Handled("stale", msg.run_id, msg.step)
+        where = f"node '{snap.node}'" if snap.node else "the run"
+        message = f"{where} failed unexpectedly on worker {worker_name()}: {type(exc).__name__}: {exc}"
+        self._fail(snap, _error(snap, "node_exception", message[:2000]))
+        return Handled("failed_unexpectedly", msg.run_id, msg.step)
+
+    # -- deciding ------------------------------------------------------------------------------------
+
+    async def _take(self, graph: CompiledGraph, snap: RunSnapshot, wait: Wait | None) -> str:
+        started = (utcnow().isoformat(), time.perf_counter())
+        if wait is None and snap.step == 0:
+            failed = self.services.env_failure(graph, snap)
             if failed is not None and failed.error is not None:
-                final = self._end_failed(snap, failed.error)
+                final = self._fail(snap, failed.error)
                 if final is not None:
-                    await self.runner.completed(graph, final)
+                    await self.services.completed(graph, final)
                 return "committed"
-            await self.runner.started(graph, snap)
-        return await self.fresh(graph, snap, 0)
+            await self.services.started(graph, snap)
+        plan, decision = await self._decide(graph, snap, wait)
+        return await self._apply(graph, snap, plan, decision, started)
 
-    async def fresh(self, graph: Graph, snap: RunSnapshot, hook_round: int) -> str:
-        """Plan the step at the run's node and start its work."""
-        self.visibility.check(graph.content_hash, graph.spec)
+    async def _decide(
+        self, graph: CompiledGraph, snap: RunSnapshot, wait: Wait | None
+    ) -> tuple[StepPlan, Decision]:
+        if wait is None or wait.kind == "restart":
+            return await self._fresh(graph, snap, wait.hook_round if wait else 0)
         plan = engine.prepare(graph, snap, utcnow())
-        if plan.failure is None:
-            if plan.kind == "action":
-                return await self.act(graph, snap, plan, Wait("retry", hook_round=hook_round))
-            if plan.kind == "foreach":
-                return await fanout.start(self, graph, snap, plan, hook_round)
-            if plan.kind == "subgraph":
-                return await children.start(self, graph, snap, plan, hook_round)
-        return await self.finish(graph, snap, plan, NoOutcome(), hook_round)
-
-    async def _go_on(self, graph: Graph, snap: RunSnapshot, wait: Wait) -> str:
-        """Go on with a suspended step: its wait has come due or its work has finished."""
-        if wait.kind == "restart":
-            return await self.fresh(graph, snap, wait.hook_round)
-        if wait.remaining() > 0.05:  # a countdown message that came early: wait on
-            self.sender.enqueue(snap, graph, countdown=wait.remaining())
-            return "waiting"
-        plan = engine.prepare(graph, snap, utcnow())
+        if wait.remaining() > 0.05:  # a timer that came early: look again when it is due
+            return plan, Poll(wait.remaining())
         if wait.kind in ("retry", "timer"):
-            return await self.act(graph, snap, plan, wait)
+            return plan, await self._act(snap, plan, wait)
         if wait.kind == "foreach":
-            return await fanout.join(self, graph, snap, plan, wait)
+            return plan, fanout.join(wait, self.store.count_items(snap.run_id, wait.tag))
         if wait.kind == "items":
-            return await sequence.run(self, graph, snap, plan, wait)
-        return await children.join(self, graph, snap, plan, wait)
+            return plan, await sequence.next_item(self.services, graph, snap, plan, wait)
+        return plan, children.join(snap, wait, self.store.load_run(wait.child))
 
-    # -- actions ---------------------------------------------------------------------------
+    async def _fresh(
+        self, graph: CompiledGraph, snap: RunSnapshot, hook_round: int
+    ) -> tuple[StepPlan, Decision]:
+        """Plan the step at the run's node and decide how it starts."""
+        plan = engine.prepare(graph, snap, utcnow())
+        if plan.failure is not None:
+            return plan, Complete(NoOutcome(), hook_round)
+        if plan.kind == "action":
+            return plan, await self._act(snap, plan, Wait("retry", hook_round=hook_round))
+        if plan.kind == "foreach" and fanout.parallel(graph, plan):
+            return plan, fanout.start(graph, snap, plan, hook_round, self.options.chunk)
+        if plan.kind == "foreach":
+            first = sequence.first(snap, plan, hook_round)
+            return plan, await sequence.next_item(self.services, graph, snap, plan, first)
+        if plan.kind == "subgraph":
+            limit = self.services.max_state_bytes
+            return plan, children.start(self.graphs, graph, snap, plan, hook_round, limit)
+        return plan, Complete(NoOutcome(), hook_round)
 
-    async def act(self, graph: Graph, snap: RunSnapshot, plan: StepPlan, wait: Wait) -> str:
+    async def _act(self, snap: RunSnapshot, plan: StepPlan, wait: Wait) -> Decision:
         """Dispatch the node's action from `wait.attempt`; a long wait suspends the step."""
         if plan.failure is not None or plan.call is None:  # e.g. denied: fail closed, run nothing
-            return await self.finish(graph, snap, plan, NoOutcome(), wait.hook_round)
-        outcome = await durable_call(
-            self.runner,
-            snap.graph_hash,
-            plan.call,
-            tool_context(snap, plan.node, plan.step),
-            attempt=wait.attempt,
-            timer=wait.timer if wait.kind == "timer" else None,
+            return Complete(NoOutcome(), wait.hook_round)
+        context = tool_context(snap, plan.node, plan.step)
+        timer = wait.timer if wait.kind == "timer" else None
+        outcome = await self.services.durable_call(
+            snap.graph_hash, plan.call, context, attempt=wait.attempt, timer=timer
         )
         if isinstance(outcome, Deferred):
-            later = deferred_wait(outcome, wait.hook_round)
-            records = retry_records(plan, outcome.retries, worker_name()) + timer_record(plan, outcome)
-            return self.suspend_and_send(graph, snap, later, records)
-        return await self.finish(graph, snap, plan, outcome, wait.hook_round, outcome.retries)
+            return Suspend(
+                deferred_wait(outcome, wait.hook_round), records=tuple(_wait_records(plan, outcome))
+            )
+        return Complete(outcome, wait.hook_round, outcome.retries)
 
-    # -- committing --------------------------------------------------------------------------
+    # -- applying a decision --------------------------------------------------------------------------
 
-    async def finish(
+    async def _apply(
         self,
-        graph: Graph,
+        graph: CompiledGraph,
         snap: RunSnapshot,
         plan: StepPlan,
-        outcome: Outcome,
-        hook_round: int,
-        retries: tuple[dict[str, Any], ...] = (),
+        decision: Decision,
+        started: tuple[str, float],
     ) -> str:
-        """Complete the step with `outcome`, commit it (fenced) and send the next step."""
-        started_at, started = utcnow().isoformat(), time.perf_counter()
-        result, answer = await self.runner.finish(graph, snap, plan, outcome, hook_round)
+        slice_ends = time.monotonic() + self.options.loop_slice
+        while isinstance(decision, Checkpoint):  # sequential items: one commit per item
+            self._save_item(snap, decision.wait.tag, decision.item)
+            if time.monotonic() > slice_ends:  # hand on to a fresh task
+                return self._suspend(graph, snap, Suspend(decision.wait))
+            moved = self._commit(snap, self._suspended(snap, decision.wait))
+            if moved is None:
+                return "duplicate"
+            snap = moved
+            decision = await sequence.next_item(self.services, graph, snap, plan, decision.wait)
+        if isinstance(decision, Complete):
+            return await self._finish(graph, snap, plan, decision, started)
+        if isinstance(decision, Collect):
+            return await self._collect(graph, snap, plan, decision, started)
+        if isinstance(decision, Suspend):
+            return self._suspend(graph, snap, decision)
+        if isinstance(decision, Poll):
+            self.publisher.send(
+                snap.run_id,
+                [self.publisher.step(snap, graph, due=time.time() + decision.delay, tracked=False)],
+            )
+        assert isinstance(decision, Poll | Idle)
+        return "waiting"
+
+    async def _finish(
+        self,
+        graph: CompiledGraph,
+        snap: RunSnapshot,
+        plan: StepPlan,
+        done: Complete,
+        started: tuple[str, float],
+    ) -> str:
+        """Complete the step (the error hooks may answer), commit it with what follows."""
+        result, answer = await self.services.finish(graph, snap, plan, done.outcome, done.hook_round)
         if answer == "retry":  # an error hook asked for the step again
-            return self.suspend_and_send(graph, snap, Wait("restart", hook_round=hook_round + 1))
+            return self._suspend(graph, snap, Suspend(Wait("restart", hook_round=done.hook_round + 1)))
         final = result.snapshot.model_copy(update={"phase": 0, "wait": None})
-        records = [
-            *retry_records(plan, retries, worker_name()),
-            step_record(result, started_at, started, worker_name()),
-        ]
+        worker = worker_name()
+        records: list[AnyRecord] = [*retry_records(plan, done.retries, worker)]
+        records.append(StepRecord.of(result, *started, worker))
         walked = final.path[len(snap.path) :]
-        if not self.store.commit(Fence.of(snap), final, records, walked).committed:
+        if self._commit(snap, final, records, walked, self._following(final, graph)) is None:
             log.info("step %s of run %s was already committed; duplicate dropped", plan.step, snap.run_id)
             return "duplicate"
-        await self.runner.after(graph, plan, replace(result, snapshot=final))
-        self._follow(final, graph)
+        await self.services.after(graph, plan, replace(result, snapshot=final))
+        if final.status.finished and final.concurrency_key:
+            operations.hand_on(self.cluster, final)
         return "committed"
 
-    def _follow(self, snap: RunSnapshot, graph: Graph | None) -> None:
-        send_next(self.sender, snap, graph)
-
-    def suspend(
-        self, snap: RunSnapshot, wait: Wait, records: list[dict[str, Any]] | None = None, **changes: Any
-    ) -> RunSnapshot | None:
-        """Commit `wait` for the step (phase + 1); None when the run had moved on."""
-        new = snap.model_copy(update={"phase": snap.phase + 1, "wait": wait.to_dict(), **changes})
-        if not self.store.commit(Fence.of(snap), new, records or []).committed:
-            return None
-        return new
-
-    def suspend_and_send(
+    async def _collect(
         self,
-        graph: Graph,
+        graph: CompiledGraph,
         snap: RunSnapshot,
-        wait: Wait,
-        records: list[dict[str, Any]] | None = None,
-        **changes: Any,
+        plan: StepPlan,
+        collect: Collect,
+        started: tuple[str, float],
     ) -> str:
-        """Suspend the step on `wait`, then send what it waits for."""
-        new = self.suspend(snap, wait, records, **changes)
-        if new is None:
+        """Complete a foreach with its recorded items, in item order; once committed, they go."""
+        assert plan.items is not None
+        if collect.item is not None:
+            self._save_item(snap, collect.tag, collect.item)
+        records = self.store.load_items(snap.run_id, collect.tag, collect.count)
+        items = tuple(outcome_of(i, plan.items[i], r) for i, r in enumerate(records))
+        done = await self._finish(
+            graph, snap, plan, Complete(ForeachOutcome(items), collect.hook_round), started
+        )
+        if done == "committed":
+            self.store.drop_items(snap.run_id, collect.tag)
+        return done
+
+    def _suspend(self, graph: CompiledGraph, snap: RunSnapshot, suspend: Suspend) -> str:
+        """Commit the suspension with what it sends, then dispatch a foreach chunk or child run."""
+        new = self._suspended(snap, suspend.wait, suspend.changes)
+        if self._commit(snap, new, suspend.records, outs=self._waited_for(graph, new, suspend.wait)) is None:
             return "duplicate"
-        self.send_wait(graph, new)
+        self._dispatch(graph, new, suspend.wait)
         return "suspended"
 
-    def send_wait(self, graph: Graph, snap: RunSnapshot) -> None:
-        """Send what the suspended step `snap` waits for, then mark it sent."""
-        assert snap.wait is not None
-        wait = Wait.from_dict(snap.wait)
-        if wait.kind == "foreach":
-            fanout.send_chunk(self, graph, snap, wait)
-        elif wait.kind == "child":
-            children.send(self, graph, snap, wait)
-        else:
-            self.sender.enqueue(snap, graph, countdown=wait.remaining() or None)
-        self.store.mark_dispatched(snap.run_id, snap.phase)
+    @staticmethod
+    def _suspended(snap: RunSnapshot, wait: Wait, changes: dict[str, Any] | None = None) -> RunSnapshot:
+        return snap.model_copy(update={"phase": snap.phase + 1, "wait": wait.to_dict(), **(changes or {})})
 
-    # -- messages for steps that have moved on -------------------------------------------------
+    def _waited_for(self, graph: CompiledGraph, snap: RunSnapshot, wait: Wait) -> list[Outgoing]:
+        """What a suspension sends with its commit: the step again (at once, or as a timer)."""
+        if wait.kind in ("foreach", "child"):
+            return []  # sent after the commit: a Celery chord, a child run of its own
+        return [self.publisher.step(snap, graph, due=wait.due)]
 
-    def _stale(self, snap: RunSnapshot, msg: StepMessage) -> StepReport:
-        """A message for a step already taken: repair a lost send, or drop it."""
-        if snap.status is RunStatus.RUNNING and snap.step == msg.step + 1 and snap.phase == 0:
-            log.info(
-                "re-enqueueing step %s of run %s after a redelivered message", snap.step + 1, snap.run_id
-            )
-            self.sender.enqueue(snap, None)
-            return StepReport("repaired", msg.run_id, msg.step)
-        if snap.status.finished and (snap.parent or snap.concurrency_key):
-            self._follow(snap, None)  # the parent (or the key) may not have heard: twice is harmless
-        if snap.status is not RunStatus.RUNNING:
-            return StepReport("not_running", msg.run_id, msg.step)
-        return StepReport("stale", msg.run_id, msg.step)
+    def _dispatch(self, graph: CompiledGraph, snap: RunSnapshot, wait: Wait) -> None:
+        """Send the foreach chunk (once per phase) or create the child run `snap` waits for."""
+        if wait.kind == "child":
+            dispatch.start_child(self.cluster, graph, snap, wait)
+        elif wait.kind == "foreach" and self.store.claim_dispatch(snap.run_id, snap.phase):
+            dispatch.send_chunk(self.cluster, graph, snap, wait)
 
-    def _out_of_phase(self, graph: Graph, snap: RunSnapshot, msg: StepMessage) -> str:
-        """A message for an earlier phase of the step being taken."""
-        wait = Wait.from_dict(snap.wait) if snap.wait is not None else None
-        if wait is None or msg.phase > snap.phase:
-            return "stale"
-        if wait.kind == "items":  # the task running the items died: take over from the checkpoint
-            return str(self.run_async(self._go_on(graph, snap, wait)))
-        if msg.phase == snap.phase - 1 and self.store.dispatched(snap.run_id) < snap.phase:
-            log.info("re-sending what step %s of run %s waits for", snap.step + 1, snap.run_id)
-            self.send_wait(graph, snap)
-            return "repaired"
-        return "stale"
+    # -- committing -------------------------------------------------------------------------------------
 
-    # -- runs that fail before any node ran ------------------------------------------------------
+    def _commit(
+        self,
+        snap: RunSnapshot,
+        new: RunSnapshot,
+        records: Sequence[AnyRecord] = (),
+        walked: Sequence[str] = (),
+        outs: Sequence[Outgoing] = (),
+    ) -> RunSnapshot | None:
+        """Commit `new` over `snap` (fenced) with its records and messages; None when fenced off."""
+        return new if self.cluster.commit(Fence.of(snap), new, records, walked, outs) else None
 
-    def _end_failed(self, snap: RunSnapshot, error: dict[str, Any]) -> RunSnapshot | None:
-        """Commit the run as failed with `error` before any node ran (fenced like every commit).
+    def _following(self, snap: RunSnapshot, graph: CompiledGraph | None) -> list[Outgoing]:
+        return self.cluster.following(snap, graph)
 
-        Returns the failed snapshot, or None when another delivery had committed first.
-        """
+    def _fail(self, snap: RunSnapshot, error: dict[str, Any]) -> RunSnapshot | None:
+        """Commit the run as failed with `error` (fenced); None when another delivery was first."""
         final = snap.model_copy(update={"status": RunStatus.FAILED, "error": error, "phase": 0, "wait": None})
-        record = {
-            "step": error["step"],
-            "node": error["node"],
-            "status": "error",
-            "error": error,
-            "worker": worker_name(),
-        }
-        if not self.store.commit(Fence.of(snap), final, [record]).committed:
+        record = FailedRecord(step=error["step"], node=error["node"], error=error, worker=worker_name())
+        if self._commit(snap, final, [record], outs=self._following(final, None)) is None:
             return None
         log.warning("run %s failed: %s", snap.run_id, error["message"])
-        self._follow(final, None)
+        if final.concurrency_key:
+            operations.hand_on(self.cluster, final)
         return final
 
-    def _fail_unloadable(self, snap: RunSnapshot, msg: StepMessage, exc: GraphrunnerError) -> StepReport:
-        message = f"graph cannot be loaded on this worker: {exc}"
-        error = {"type": "node_exception", "message": message, "node": snap.node, "step": snap.step + 1}
-        self._end_failed(snap, error)
-        return StepReport("failed_to_load", msg.run_id, msg.step)
-
-
-def send_next(sender: Sender, snap: RunSnapshot, graph: Graph | None) -> None:
-    """Send what follows a committed `snap`: its next step, or, when it ended, its parent's
-    wake-up and the next run waiting for its concurrency key."""
-    if snap.status is RunStatus.RUNNING:
-        sender.enqueue(snap, graph)
-    elif snap.status.finished:
-        sender.finished(snap)
-
-
-def deferred_wait(deferred: Deferred, hook_round: int) -> Wait:
-    """The wait of an action that asked to wait: a retry backoff, or a durable sleep."""
-    if deferred.kind == "timer":
-        return timed(
-            "timer",
-            deferred.delay,
-            hook_round=hook_round,
-            attempt=deferred.attempt,
-            timer={"result": deferred.result},
+    def _save_item(self, snap: RunSnapshot, tag: str, item: tuple[int, dict[str, Any]]) -> None:
+        self.store.save_item(
+            snap.run_id, tag, item[0], item[1], progress=time.time() + self.cluster.settings.stall_after
         )
-    return timed("retry", deferred.delay, hook_round=hook_round, attempt=deferred.attempt)
 
 
-def timer_record(plan: StepPlan, deferred: Deferred) -> list[dict[str, Any]]:
-    """The transcript record of a step that sleeps durably."""
-    if deferred.kind != "timer":
-        return []
-    return [
-        {
-            "step": plan.step,
-            "node": plan.node,
-            "status": "sleeping",
-            "sleep_s": deferred.delay,
-            "at": utcnow().isoformat(),
-            "worker": worker_name(),
-        }
-    ]
+def _error(snap: RunSnapshot, kind: str, message: str) -> dict[str, Any]:
+    """A run's `error` at the step after `snap`."""
+    return {"type": kind, "message": message, "node": snap.node, "step": snap.step + 1}
+
+
+def _wait_records(plan: StepPlan, deferred: Deferred) -> list[AnyRecord]:
+    """The transcript records of a step that waits: its retried attempts, or its durable sleep."""
+    worker = worker_name()
+    records: list[AnyRecord] = [*retry_records(plan, deferred.retries, worker)]
+    if deferred.kind == "timer":
+        at = utcnow().isoformat()
+        records.append(
+            SleepRecord(step=plan.step, node=plan.node, sleep_s=deferred.delay, at=at, worker=worker)
+        )
+    return records

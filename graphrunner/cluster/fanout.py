@@ -2,60 +2,62 @@
 
 The items are sent in chunks of at most `max_concurrency` (else the executor's chunk size)
 items, each chunk a Celery chord whose body is the step's own task at the next phase. The
-join never trusts Celery's count: it counts the item results recorded in Redis, waits on
-(polls) while some are missing, sends the next chunk, and when every item has a result,
-collects them in item order and completes the step. Empty and one-item lists never reach
-here (`sequence` runs them in the step's task).
+join never trusts Celery's count: it counts the item results recorded in Redis, looks again
+later while some are missing (an item waiting on a retry is sent outside the chord), sends
+the next chunk, and when every item has a result, the step collects them in item order.
+Empty and one-item lists never reach here (`sequence` runs them in the step's task).
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graphrunner import engine
-from graphrunner.cluster import sequence
+from graphrunner.cluster.decisions import Collect, Decision, Poll, Suspend
 from graphrunner.cluster.items import call_payload, failed_record
 from graphrunner.cluster.waits import Wait
+from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import ActionFailure, RunSnapshot, StepPlan
-from graphrunner.graph import Graph
 from graphrunner.model import ForeachNode
-from graphrunner.runner.local import utcnow
-
-if TYPE_CHECKING:
-    from graphrunner.cluster.executor import StepExecutor
+from graphrunner.services.records import utcnow
 
 POLL_SECONDS = 1.0  # how often a join that fired before every item was recorded looks again
 
 
-async def start(ex: StepExecutor, graph: Graph, snap: RunSnapshot, plan: StepPlan, hook_round: int) -> str:
-    """Start a foreach: parallel with two or more items as chords, otherwise in this task."""
+def parallel(graph: CompiledGraph, plan: StepPlan) -> bool:
+    """The foreach runs its items as chords (parallel, with two or more items)."""
+    spec = graph.nodes[plan.node].spec
+    assert isinstance(spec, ForeachNode) and plan.items is not None
+    return spec.parallel and len(plan.items) > 1
+
+
+def start(graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan, hook_round: int, chunk: int) -> Suspend:
+    """Suspend the step on its first chunk of items."""
     spec = graph.nodes[plan.node].spec
     assert isinstance(spec, ForeachNode) and plan.items is not None
     total = len(plan.items)
-    if not spec.parallel or total <= 1:
-        return await sequence.run(ex, graph, snap, plan, None, hook_round)
-    size = min(spec.max_concurrency or ex.chunk, ex.chunk)
+    size = min(spec.max_concurrency or chunk, chunk)
     tag = f"{plan.step}.{snap.phase + 1}.{uuid.uuid4().hex[:8]}"  # never another attempt's results
-    wait = Wait("foreach", hook_round=hook_round, tag=tag, total=total, next=0, upto=min(total, size))
-    return ex.suspend_and_send(graph, snap, wait)
+    return Suspend(Wait("foreach", hook_round=hook_round, tag=tag, total=total, upto=min(total, size)))
 
 
-def send_chunk(
-    ex: StepExecutor, graph: Graph, snap: RunSnapshot, wait: Wait, only: set[int] | None = None
-) -> None:
-    """Send items `[wait.next, wait.upto)` (those in `only`, when given: the sweeper re-sends
-    lost ones) as a chord joined by the step at `snap`'s phase."""
+def chunk(
+    graph: CompiledGraph, snap: RunSnapshot, wait: Wait, only: set[int] | None = None
+) -> tuple[list[dict[str, Any]], list[tuple[int, dict[str, Any]]]]:
+    """The item payloads of `[wait.next, wait.upto)` (those in `only`, when given: the sweeper
+    re-sends lost ones), and the records of items that cannot be dispatched (failed at once)."""
     plan = engine.prepare(graph, snap, utcnow())
     assert plan.items is not None
     node, now = graph.nodes[plan.node], utcnow()
     payloads: list[dict[str, Any]] = []
+    failed: list[tuple[int, dict[str, Any]]] = []
     for index in range(wait.next, wait.upto):
         if only is not None and index not in only:
             continue
         call = engine.item_call(node, snap, index, plan.items[index], now)
-        if isinstance(call, ActionFailure):  # nothing to dispatch: recorded as failed right away
-            ex.store.save_item(snap.run_id, wait.tag, index, failed_record(call))
+        if isinstance(call, ActionFailure):
+            failed.append((index, failed_record(call)))
             continue
         payloads.append(
             {
@@ -68,18 +70,15 @@ def send_chunk(
                 "call": call_payload(call),
             }
         )
-    ex.sender.fan_out(snap, graph, payloads)
+    return payloads, failed
 
 
-async def join(ex: StepExecutor, graph: Graph, snap: RunSnapshot, plan: StepPlan, wait: Wait) -> str:
-    """A chunk's chord has fired: look again later, send the next chunk, or complete the step."""
-    assert plan.items is not None
-    if ex.store.count_items(snap.run_id, wait.tag) < wait.upto:
-        ex.sender.enqueue(snap, graph, countdown=POLL_SECONDS)
-        return "waiting"
+def join(wait: Wait, recorded: int) -> Decision:
+    """A chunk's chord has fired and `recorded` items have a result: look again later, send the
+    next chunk, or collect them all."""
+    if recorded < wait.upto:
+        return Poll(POLL_SECONDS)
     if wait.upto < wait.total:
         size = wait.upto - wait.next
-        return ex.suspend_and_send(
-            graph, snap, wait.but(next=wait.upto, upto=min(wait.total, wait.upto + size))
-        )
-    return await sequence.collect(ex, graph, snap, plan, wait.tag, wait.total, wait.hook_round)
+        return Suspend(wait.but(next=wait.upto, upto=min(wait.total, wait.upto + size)))
+    return Collect(wait.tag, wait.total, wait.hook_round)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from graphrunner.compiled import CompiledGraph
 from graphrunner.errors import GraphNotFound
 from graphrunner.graph import Graph
 from graphrunner.loading import parse_graph, parse_spec
@@ -27,11 +28,11 @@ class GraphCache:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._graphs: dict[str, Graph] = {}
+        self._graphs: dict[str, CompiledGraph] = {}
         self._children: dict[str, dict[str, str]] = {}
         self._lock = threading.Lock()
 
-    def get(self, content_hash: str) -> Graph:
+    def get(self, content_hash: str) -> CompiledGraph:
         """The graph a run is pinned to; raises `GraphNotFound` if its definition is gone."""
         graph = self._graphs.get(content_hash)
         if graph is not None:
@@ -55,7 +56,7 @@ class GraphCache:
                 specs[graph_id] = parse_spec(stored["text"], stored.get("file"))
         return specs
 
-    def child(self, parent: Graph, graph_id: str) -> Graph:
+    def child(self, parent: CompiledGraph, graph_id: str) -> CompiledGraph:
         """The graph `graph_id` that a subgraph node of `parent` runs, as stored with `parent`."""
         self.get(parent.content_hash)
         content_hash = self._children.get(parent.content_hash, {}).get(graph_id)
@@ -72,6 +73,7 @@ class GraphCache:
         children: dict[str, str] = {}
         for graph_id in graph.child_paths:
             child = graph.subgraph(graph_id)
+            assert isinstance(child, Graph), f"subgraph {graph_id} was not loaded from YAML"
             children[graph_id] = child.content_hash
             if child.content_hash not in seen:
                 self._put(child, seen)

@@ -2,8 +2,8 @@
 
 While a task runs, its run id is registered here; one daemon thread per process writes a
 heartbeat on every registered run every `interval` seconds (one pipelined round trip for
-all of them). The sweeper reads the heartbeat with the run's last commit: a run with
-neither for `GRAPHRUNNER_STALL_AFTER` seconds has lost its worker or its message.
+all of them), which also pushes the run's progress deadline on: the sweeper looks only at
+runs whose deadline has passed (no commit, heartbeat or item for `GRAPHRUNNER_STALL_AFTER`).
 Registering costs no round trip, so a step that ends within `interval` never beats.
 """
 
@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from graphrunner.store import RedisStore
+from graphrunner.store import Store
 
 log = logging.getLogger("graphrunner.worker")
 
@@ -24,9 +25,10 @@ log = logging.getLogger("graphrunner.worker")
 class Heartbeats:
     """The runs in flight in this process, beaten for by one lazily started daemon thread."""
 
-    def __init__(self, store: RedisStore, interval: float) -> None:
+    def __init__(self, store: Store, interval: float, stall_after: float) -> None:
         self.store = store
         self.interval = max(0.5, interval)
+        self.stall_after = stall_after
         self._running: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._pid: int | None = None  # the process the thread was started in (prefork forks)
@@ -72,6 +74,6 @@ class Heartbeats:
             if not runs:
                 continue
             try:
-                self.store.beat(runs)
+                self.store.beat(runs, progress=time.time() + self.stall_after)
             except Exception as exc:  # Redis away: the next beat tries again; never kill the thread
                 log.warning("heartbeat failed (%s); will try again", exc)

@@ -1,48 +1,29 @@
-"""Foreach items on a worker: the item message's call, running one item, and its record.
+"""Foreach items on a worker: an item message's call, running one item, and its record.
 
 An item task never raises: it records `{ok, result | error, attempts}` in Redis under its
 index (the first record of an index wins, so a redelivered item is counted once) and
-returns nothing, so Celery's chord only counts it.
+returns nothing, so Celery's chord only counts it. An item that must wait (a retry backoff
+over `INLINE_WAIT`, a durable sleep) returns without a record; its next attempt is sent as
+a durable timer, outside the chord, and the join waits for its record.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
-from graphrunner.cluster.messages import ItemMessage
+from graphrunner.cluster.messages import ItemMessage, Outgoing
+from graphrunner.cluster.publisher import Publisher
 from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome, ItemOutcome
 from graphrunner.model import RetryPolicy
-from graphrunner.runner import LocalRunner
-from graphrunner.runner.dispatch import Deferred, dispatch
-from graphrunner.store import RedisStore
+from graphrunner.services import Deferred, StepServices
+from graphrunner.store import Store
 from graphrunner.tools import ToolContext
 
-INLINE_WAIT = 1.0  # retry waits up to this many seconds are slept in the task; longer ones reschedule
-
-
-async def durable_call(
-    runner: LocalRunner,
-    graph_hash: str,
-    call: ActionCall,
-    context: ToolContext,
-    *,
-    attempt: int = 1,
-    timer: dict[str, Any] | None = None,
-) -> ActionOutcome | Deferred:
-    """Dispatch `call` on a worker from `attempt`: a wait over `INLINE_WAIT` (or a durable
-    sleep) comes back `Deferred`; a `timer` that has come due stands for the tool's result."""
-    if timer is not None:
-        return ActionOutcome(timer.get("result"), attempts=attempt)
-    return await dispatch(
-        runner.registry,
-        call,
-        replace(context, durable=True),
-        attempt=attempt,
-        inline_wait=INLINE_WAIT,
-        cache=runner.cache_slot(graph_hash, call),
-    )
+log = logging.getLogger("graphrunner.worker")
+STATUS_TTL = 0.5  # seconds an item task trusts the run status it last read (cancel reaches items this late)
 
 
 def call_payload(call: ActionCall) -> dict[str, Any]:
@@ -71,7 +52,7 @@ def record_of(outcome: ActionOutcome) -> dict[str, Any]:
 
 
 def failed_record(failure: ActionFailure) -> dict[str, Any]:
-    """The record of an item that could not be dispatched (bad params, capability denied)."""
+    """The record of an item that could not be dispatched (bad params, capability denied, poison)."""
     return record_of(ActionOutcome(failure=failure))
 
 
@@ -91,38 +72,59 @@ def outcome_of(index: int, item: Any, record: dict[str, Any] | None) -> ItemOutc
     return ItemOutcome(index, item, ActionOutcome(failure=failure, attempts=attempts))
 
 
-STATUS_TTL = 0.5  # seconds an item task trusts the run status it last read (cancel reaches items this late)
-
-
 class ItemRunner:
-    """Runs item messages: dispatch the call, record the result."""
+    """Runs item messages: dispatch the call, record the result (or send the item again later)."""
 
-    def __init__(self, store: RedisStore, runner: LocalRunner, *, max_redeliveries: int = 5) -> None:
+    def __init__(
+        self,
+        store: Store,
+        publisher: Publisher,
+        services: StepServices,
+        *,
+        max_redeliveries: int = 5,
+        stall_after: float = 20.0,
+    ) -> None:
         self.store = store
-        self.runner = runner
+        self.publisher = publisher
+        self.services = services
         self.max_redeliveries = max_redeliveries
+        self.stall_after = stall_after
         self._statuses: dict[str, tuple[float, str | None]] = {}
 
-    async def run(self, msg: ItemMessage, *, redelivered: bool = False) -> Deferred | None:
-        """Run the item; a `Deferred` means: send it again later (nothing was recorded).
+    async def run(self, msg: ItemMessage, *, redelivered: bool = False, queue: str, shadow: str) -> None:
+        """Run the item and record its outcome; a wait sends it again as a durable timer.
 
         Items of a run that is no longer running (cancelled, failed) are skipped: nothing
         runs, nothing is recorded. An item redelivered more than `max_redeliveries` times
         (its task keeps losing its worker) is recorded as failed without running it again.
         """
         if self._status(msg.run_id) != "running":
-            return None
+            return
         if redelivered and self._poisoned(msg):
-            return None
+            return
         call = call_from(msg.call)
         context = ToolContext(msg.run_id, msg.graph_id, call.node, msg.step, item_index=msg.index)
-        outcome = await durable_call(
-            self.runner, msg.graph_hash, call, context, attempt=msg.attempt, timer=msg.timer
-        )
+        try:
+            outcome = await self.services.durable_call(
+                msg.graph_hash, call, context, attempt=msg.attempt, timer=msg.timer
+            )
+        except Exception as exc:  # a bug or a broken tool: the item fails, the worker goes on
+            log.exception("item %s of run %s raised", msg.index, msg.run_id)
+            outcome = ActionOutcome(failure=ActionFailure("permanent", f"{type(exc).__name__}: {exc}"))
         if isinstance(outcome, Deferred):
-            return outcome
-        self.store.save_item(msg.run_id, msg.tag, msg.index, record_of(outcome))
-        return None
+            self.publisher.send(msg.run_id, [self._later(msg, outcome, queue, shadow)])
+            return
+        self.save(msg, record_of(outcome))
+
+    def save(self, msg: ItemMessage, record: dict[str, Any]) -> None:
+        """Record the item's outcome (its run makes progress)."""
+        self.store.save_item(msg.run_id, msg.tag, msg.index, record, progress=time.time() + self.stall_after)
+
+    def _later(self, msg: ItemMessage, deferred: Deferred, queue: str, shadow: str) -> Outgoing:
+        """The item message that goes on after `deferred`'s wait, as a durable timer."""
+        timer = {"result": deferred.result} if deferred.kind == "timer" else None
+        payload = msg.model_copy(update={"attempt": deferred.attempt, "timer": timer}).model_dump()
+        return self.publisher.item(payload, queue, shadow, due=time.time() + deferred.delay)
 
     def _status(self, run_id: str) -> str | None:
         now = time.monotonic()
@@ -144,11 +146,5 @@ class ItemRunner:
             f"(GRAPHRUNNER_MAX_REDELIVERIES={self.max_redeliveries})",
             "PoisonMessage",
         )
-        self.store.save_item(msg.run_id, msg.tag, msg.index, failed_record(failure))
+        self.save(msg, failed_record(failure))
         return True
-
-
-def later(msg: ItemMessage, deferred: Deferred) -> dict[str, Any]:
-    """The payload of the item message that goes on after `deferred`'s wait."""
-    timer = {"result": deferred.result} if deferred.kind == "timer" else None
-    return msg.model_copy(update={"attempt": deferred.attempt, "timer": timer}).model_dump()

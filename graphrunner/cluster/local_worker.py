@@ -8,13 +8,14 @@ from typing import Any
 
 from celery.contrib.testing.worker import start_worker
 
-from graphrunner.cluster.app import Runtime
+from graphrunner.cluster.worker import WorkerRuntime
 
 
 @contextmanager
-def local_worker(runtime: Runtime, *, concurrency: int = 2, queues: Sequence[str] = ()) -> Iterator[Any]:
-    """Run a worker with a thread pool until the block ends."""
-    runtime.serve().preflight()
+def local_worker(
+    runtime: WorkerRuntime, *, concurrency: int = 2, queues: Sequence[str] = ()
+) -> Iterator[Any]:
+    """Run a worker of `runtime` with a thread pool until the block ends."""
     wanted = [runtime.settings.queue, *queues]
     with start_worker(
         runtime.app,
@@ -25,7 +26,4 @@ def local_worker(runtime: Runtime, *, concurrency: int = 2, queues: Sequence[str
         shutdown_timeout=30.0,
         queues=list(dict.fromkeys(wanted)),
     ) as worker:
-        try:
-            yield worker
-        finally:
-            runtime.executor.close()
+        yield worker

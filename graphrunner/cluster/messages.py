@@ -1,51 +1,18 @@
-"""The step message: what a step task carries, checked before anything is done with it."""
+"""The task messages: what a step or item task receives (checked before anything is done with
+it), and `Outgoing`, a message the cluster is about to send."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from graphrunner.errors import GraphrunnerError
+from graphrunner.cluster.runs import RUN_ID
+from graphrunner.errors import BadMessage
 
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-TASK_NAME = "graphrunner.step"
-ITEM_TASK_NAME = "graphrunner.item"
-SWEEP_TASK_NAME = "graphrunner.sweep"
-
-
-class BadMessage(GraphrunnerError):
-    """A message on the queue that is not a valid step message."""
-
-
-class InvalidRunId(GraphrunnerError):
-    """A run id that does not match `RUN_ID`."""
-
-
-def check_run_id(run_id: Any) -> str:
-    """`run_id` if it is well formed; raises `InvalidRunId` naming the rule otherwise."""
-    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
-        raise InvalidRunId(
-            f"invalid run id {run_id!r}: use 1-128 letters, digits, '_', '.', ':' or '-', "
-            "starting with a letter or digit"
-        )
-    return run_id
-
-
-CONCURRENCY_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}$")
-
-
-def check_concurrency_key(key: Any) -> str | None:
-    """`key` (or None) if it is well formed; raises `InvalidRunId` naming the rule otherwise."""
-    if key is None:
-        return None
-    if not isinstance(key, str) or not CONCURRENCY_KEY.match(key):
-        raise InvalidRunId(
-            f"invalid concurrency key {key!r}: use 1-200 letters, digits, '_', '.', ':', '/' or '-', "
-            "starting with a letter or digit"
-        )
-    return key
+STEP_TASK = "graphrunner.step"
+ITEM_TASK = "graphrunner.item"
+TASKS = (STEP_TASK, ITEM_TASK)
 
 
 class StepMessage(BaseModel):
@@ -59,14 +26,20 @@ class StepMessage(BaseModel):
     phase: int = Field(default=0, ge=0)
 
     @classmethod
-    def parse(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> StepMessage:
-        """The message from a task's raw arguments; raises `BadMessage`."""
+    def parse(cls, args: Any, kwargs: Any) -> StepMessage:
+        """The message from a task's raw arguments; raises `BadMessage` naming what is wrong."""
         try:
-            if kwargs or len(args) not in (2, 3):
-                raise ValueError(f"expected (run_id, step[, phase]), got args={args!r} kwargs={kwargs!r}")
+            if kwargs or not isinstance(args, list | tuple) or len(args) not in (2, 3):
+                raise ValueError(
+                    f"expected (run_id, step[, phase]), got args={args!r:.200} kwargs={kwargs!r:.200}"
+                )
             return cls.model_validate(dict(zip(("run_id", "step", "phase"), args, strict=False)), strict=True)
         except (ValueError, ValidationError) as exc:
-            raise BadMessage(f"dropped a malformed step message: {exc}") from None
+            raise BadMessage(f"malformed step message: {_first_line(exc)}") from None
+
+    def args(self) -> list[Any]:
+        """The task arguments that carry this message."""
+        return [self.run_id, self.step, self.phase] if self.phase else [self.run_id, self.step]
 
 
 class ItemMessage(BaseModel):
@@ -85,11 +58,38 @@ class ItemMessage(BaseModel):
     timer: dict[str, Any] | None = None  # {"result": ...}: a durable sleep that has come due
 
     @classmethod
-    def parse(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> ItemMessage:
+    def parse(cls, args: Any, kwargs: Any) -> ItemMessage:
         """The message from a task's raw arguments (one mapping); raises `BadMessage`."""
         try:
-            if kwargs or len(args) != 1 or not isinstance(args[0], dict):
+            if (
+                kwargs
+                or not isinstance(args, list | tuple)
+                or len(args) != 1
+                or not isinstance(args[0], dict)
+            ):
                 raise ValueError(f"expected one mapping, got args={args!r:.200} kwargs={kwargs!r:.200}")
             return cls.model_validate(args[0])
         except (ValueError, ValidationError) as exc:
-            raise BadMessage(f"dropped a malformed foreach item message: {exc}") from None
+            raise BadMessage(f"malformed foreach item message: {_first_line(exc)}") from None
+
+
+class Outgoing(BaseModel):
+    """A task message to send: task, arguments, queue and the name Flower shows (`shadow`).
+
+    `due` (epoch s) makes it a durable timer. `tracked`: it carries its run forward (the
+    run's next step), so the run records it as sent.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    task: str
+    args: tuple[Any, ...]
+    queue: str
+    shadow: str
+    due: float | None = None
+    tracked: bool = False
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return " ".join(text.splitlines()[:3])[:500]

@@ -1,17 +1,44 @@
-"""What makes two runs the same run: the fingerprint stored with a run record."""
+"""What identifies a run: its id, its concurrency key, and the fingerprint of a submit."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from graphrunner.graph import Graph
+from graphrunner.compiled import CompiledGraph
+from graphrunner.errors import InvalidRunId
+
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+CONCURRENCY_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}$")
+
+
+def check_run_id(run_id: Any) -> str:
+    """`run_id` if it is well formed; raises `InvalidRunId` naming the rule otherwise."""
+    if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+        raise InvalidRunId(
+            f"invalid run id {run_id!r:.140}: use 1-128 letters, digits, '_', '.', ':' or '-', "
+            "starting with a letter or digit"
+        )
+    return run_id
+
+
+def check_concurrency_key(key: Any) -> str | None:
+    """`key` (or None) if it is well formed; raises `InvalidRunId` naming the rule otherwise."""
+    if key is None:
+        return None
+    if not isinstance(key, str) or not CONCURRENCY_KEY.match(key):
+        raise InvalidRunId(
+            f"invalid concurrency key {key!r:.220}: use 1-200 letters, digits, '_', '.', ':', '/' or '-', "
+            "starting with a letter or digit"
+        )
+    return key
 
 
 def fingerprint(
-    graph: Graph,
+    graph: CompiledGraph,
     inputs: Mapping[str, Any],
     capabilities: Sequence[str],
     concurrency_key: str | None = None,

@@ -1,29 +1,41 @@
-"""The sweeper: finds running runs that stopped making progress and sends their work again.
+"""The sweeper: finds running runs whose work was lost and sends it again.
 
-A run is stalled when it is `running` and neither a commit nor a heartbeat (steps and
-items in flight beat, see `heartbeat`) has touched it for `GRAPHRUNNER_STALL_AFTER`
-seconds: its worker vanished, or its message was lost. Sending the step again is always
-safe, because every commit is fenced: if the original message was only slow, one of the
-two commits and the other is dropped. A pass runs from the beat schedule (a worker with
-`-B`, or `celery beat`) every `GRAPHRUNNER_SWEEP_INTERVAL` seconds, or once with
-`graphrunner sweep`; a Redis lock keeps passes from overlapping.
+Every commit gives a running run a progress deadline (`GRAPHRUNNER_STALL_AFTER` after the
+commit, or after the timer it waits for); heartbeats of steps and items in flight push it
+on. A pass looks only at runs past their deadline, and repairs precisely what is missing:
+
+- a step message that is neither held by a worker nor waiting on its queue (lost between a
+  worker popping it and recording it, or with a broker that restarted without it) is sent
+  again; a message still in flight is left alone, so a backlog is never duplicated;
+- a message committed to a run's outbox but not published (its worker died in between,
+  broker other than the store's Redis) is published;
+- a foreach whose chunk was never sent, or whose items were lost, gets its missing items;
+- a parent whose child has finished but was never woken is woken;
+- a concurrency key held by a finished run is handed on.
+
+Re-sending is always safe: every commit is fenced, so if the original message was only
+slow, one of the two commits and the other is dropped. Every worker runs a pass every
+`GRAPHRUNNER_SWEEP_INTERVAL` seconds (a Redis lock keeps passes from overlapping);
+`graphrunner sweep` runs one now. Expired runs are dropped from the indexes too.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+import time
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from graphrunner.cluster import fanout
+from graphrunner.cluster import dispatch
+from graphrunner.cluster.operations import hand_on, idle_seconds
 from graphrunner.cluster.waits import Wait
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import GraphrunnerError
-from graphrunner.store import RedisStore
-from graphrunner.store.redis_store import now_ms
+from graphrunner.services.records import SweepRecord
+from graphrunner.store.redis_aux import now_ms
 
 if TYPE_CHECKING:
-    from graphrunner.cluster.app import Runtime
+    from graphrunner.cluster.context import Cluster
 
 log = logging.getLogger("graphrunner.sweeper")
 BATCH = 500
@@ -37,12 +49,12 @@ class Repair:
     step: int
     node: str | None
     idle_s: float
-    action: str  # resent_step | resent_items | woke_parent
+    action: str  # resent_step | published_outbox | resent_items | woke_parent | handed_on_key
 
 
 @dataclass
 class SweepReport:
-    """One pass: how many running runs were looked at, what was repaired, what expired."""
+    """One pass: how many runs were looked at, what was repaired, what expired."""
 
     checked: int = 0
     repaired: list[Repair] = field(default_factory=list)
@@ -53,91 +65,122 @@ class SweepReport:
         """The report as JSON."""
         return {
             "checked": self.checked,
-            "repaired": [r.__dict__ for r in self.repaired],
+            "repaired": [asdict(r) for r in self.repaired],
             "pruned": self.pruned,
             "skipped": self.skipped,
         }
 
 
-def idle_seconds(fields: dict[str, str], now_ms: int) -> float:
-    """Seconds since the run's last commit or heartbeat, from its record's fields."""
-    last = max(int(fields.get("updated_at") or 0), int(fields.get("heartbeat") or 0))
-    return max(0.0, (now_ms - last) / 1000)
-
-
-def idle_of(store: RedisStore, run_id: str) -> float | None:
-    """Seconds since the run's last commit or heartbeat (None for an unknown run)."""
-    [fields] = store.activity([run_id])
-    return idle_seconds(fields, now_ms()) if fields else None
-
-
-def sweep(runtime: Runtime) -> SweepReport:
-    """One pass over the running runs: repair the stalled ones, then drop expired runs' index entries."""
-    store, settings = runtime.store, runtime.settings
+def sweep(cluster: Cluster) -> SweepReport:
+    """One pass: repair the runs past their progress deadline, hand on keys, drop expired runs."""
+    store, settings = cluster.store, cluster.settings
     report = SweepReport()
-    if not store.lock_sweep(max(settings.sweep_interval, settings.stall_after)):
+    if not store.lock_sweep(max(settings.sweep_interval, 2 * settings.stall_after)):
         report.skipped = True
         return report
     try:
-        ids = store.running_ids()
-        for start in range(0, len(ids), BATCH):
-            batch = ids[start : start + BATCH]
-            now = now_ms()
-            for run_id, fields in zip(batch, store.activity(batch), strict=True):
-                report.checked += 1
-                idle = idle_seconds(fields, now)
-                if fields.get("status") == RunStatus.RUNNING.value and idle > settings.stall_after:
-                    repair = _repair(runtime, run_id, idle)
-                    if repair is not None:
-                        report.repaired.append(repair)
+        for run_id in store.stalled(time.time(), BATCH):
+            report.checked += 1
+            repair = _look_at(cluster, run_id)
+            if repair is not None:
+                report.repaired.append(repair)
+        report.repaired += _pending_keys(cluster)
         report.pruned = store.prune_expired()
     finally:
         store.unlock_sweep()
+    for repair in report.repaired:
+        log.warning("run %s stalled %.0fs at step %s (%s): %s", *_fields(repair))
     return report
 
 
-def _repair(runtime: Runtime, run_id: str, idle: float) -> Repair | None:
-    """Send the stalled run's work again (or nothing, when it is only waiting as it should)."""
-    store = runtime.store
+def _fields(repair: Repair) -> tuple[Any, ...]:
+    return repair.run_id, repair.idle_s, repair.step + 1, repair.node, repair.action
+
+
+def _look_at(cluster: Cluster, run_id: str) -> Repair | None:
+    """Repair one run past its deadline (or give it a new deadline when nothing is missing)."""
+    store, stall_after = cluster.store, cluster.settings.stall_after
     snap = store.load_run(run_id)
     if snap is None or snap.status is not RunStatus.RUNNING:
         return None
+    [fields] = store.activity([run_id])
+    idle = round(idle_seconds(fields, now_ms()), 1)
     try:
-        action = _resend(runtime, snap)
-    except GraphrunnerError as exc:  # e.g. its graph cannot be loaded: the next step will say so
+        action = _repair(cluster, snap)
+    except GraphrunnerError as exc:  # e.g. its graph cannot be loaded: its next step will say so
         log.warning("run %s is stalled and could not be repaired: %s", run_id, exc)
-        return None
-    store.beat([run_id])  # not again before another GRAPHRUNNER_STALL_AFTER
+        action = None
+    store.touch(run_id, time.time() + stall_after)  # look again after another STALL_AFTER
     if action is None:
         return None
-    log.warning("run %s stalled %.0fs at step %s (%s): %s", run_id, idle, snap.step + 1, snap.node, action)
-    record = {
-        "step": snap.step,
-        "node": snap.node,
-        "status": "swept",
-        "action": action,
-        "idle_s": round(idle, 1),
-        "phase": snap.phase,
-    }
-    store.note(run_id, record)
-    return Repair(run_id, snap.step, snap.node, round(idle, 1), action)
+    record = SweepRecord(step=snap.step, node=snap.node, action=action, idle_s=idle, phase=snap.phase)
+    store.note(run_id, record.to_json())
+    return Repair(run_id, snap.step, snap.node, idle, action)
 
 
-def _resend(runtime: Runtime, snap: RunSnapshot) -> str | None:
+def _repair(cluster: Cluster, snap: RunSnapshot) -> str | None:
+    """Send again what `snap` is missing, by what it waits for; None when nothing is missing."""
     wait = Wait.from_dict(snap.wait) if snap.wait is not None else None
-    graph = runtime.executor.graphs.get(snap.graph_hash)
-    if wait is not None and wait.remaining() > 0:
-        return None  # a retry backoff or a durable sleep that has not come due
     if wait is not None and wait.kind == "child":
-        child = runtime.store.load_run(wait.child)
-        if child is not None and not child.status.finished:
-            return None  # the child is swept on its own
-        runtime.enqueue(snap, graph)
-        return "woke_parent"
+        return _wake_parent(cluster, snap, wait)
     if wait is not None and wait.kind == "foreach":
-        missing = runtime.store.missing_items(snap.run_id, wait.tag, wait.next, wait.upto)
-        if missing:
-            fanout.send_chunk(runtime.executor, graph, snap, wait, only=set(missing))
-            return "resent_items"
-    runtime.enqueue(snap, graph)
+        return _resend_items(cluster, snap, wait)
+    return _resend_step(cluster, snap)
+
+
+def _resend_step(cluster: Cluster, snap: RunSnapshot) -> str | None:
+    """The run's step message, when it was lost (or is stuck in the run's outbox)."""
+    store, publisher = cluster.store, cluster.publisher
+    if not store.direct and store.outbox(snap.run_id):
+        publisher.flush(snap.run_id)
+        return "published_outbox"
+    sent = store.sent(snap.run_id)
+    if sent is not None and store.timer_due(sent.tag) is not None:
+        return None  # a durable timer that has not come due (or no worker moves timers)
+    broker = publisher.broker
+    if sent is not None and (broker is None or not broker.lost(sent)):
+        return None  # held by a worker (restored if it dies) or waiting on its queue
+    graph = cluster.graphs.get(snap.graph_hash)
+    publisher.send(snap.run_id, [publisher.step(snap, graph)])
     return "resent_step"
+
+
+def _wake_parent(cluster: Cluster, snap: RunSnapshot, wait: Wait) -> str | None:
+    """Wake a parent whose child has finished (its wake-up was lost); else the child is swept itself."""
+    child = cluster.store.load_run(wait.child)
+    if child is not None and not child.status.finished:
+        return None
+    graph = cluster.graphs.get(snap.graph_hash)
+    cluster.publisher.send(snap.run_id, [cluster.publisher.step(snap, graph, tracked=False)])
+    return "woke_parent"
+
+
+def _resend_items(cluster: Cluster, snap: RunSnapshot, wait: Wait) -> str | None:
+    """Send the current chunk's missing items again (with the join), when none can be in flight."""
+    store, broker = cluster.store, cluster.publisher.broker
+    missing = store.missing_items(snap.run_id, wait.tag, wait.next, wait.upto)
+    graph = cluster.graphs.get(snap.graph_hash)
+    if not missing:  # every item has its record: the join was lost
+        cluster.publisher.send(snap.run_id, [cluster.publisher.step(snap, graph, tracked=False)])
+        return "resent_join"
+    queue = cluster.publisher.queue_of(graph, snap.node)
+    if broker is not None and broker.depths([queue])[queue] > 0:
+        return None  # items may still be waiting on the queue: never duplicate a backlog
+    dispatch.send_chunk(cluster, graph, snap, wait, only=set(missing))
+    return "resent_items"
+
+
+def _pending_keys(cluster: Cluster) -> list[Repair]:
+    """Hand on concurrency keys whose holder has finished (its worker died before handing on)."""
+    repairs = []
+    store = cluster.store
+    for summary in store.list_runs(status=RunStatus.PENDING.value, limit=BATCH):
+        snap = store.load_run(summary.run_id)
+        if snap is None or snap.concurrency_key is None:
+            continue
+        holder_id = store.key_holder(snap.concurrency_key)
+        holder = store.load_run(holder_id) if holder_id else None
+        if holder is not None and holder.status.finished:
+            hand_on(cluster, holder)
+            repairs.append(Repair(holder.run_id, holder.step, holder.node, 0.0, "handed_on_key"))
+    return repairs

@@ -12,6 +12,9 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+from graphrunner.engine import RunSnapshot, RunStatus
+from graphrunner.services import Deferred
+
 WaitKind = Literal["retry", "timer", "restart", "foreach", "items", "child"]
 
 
@@ -66,3 +69,30 @@ class Wait:
 def timed(kind: WaitKind, delay: float, **fields: Any) -> Wait:
     """A wait of `kind` that comes due in `delay` seconds."""
     return Wait(kind, due=time.time() + delay, **fields)
+
+
+def deferred_wait(deferred: Deferred, hook_round: int) -> Wait:
+    """The wait of an action that asked to wait: a retry backoff, or a durable sleep."""
+    if deferred.kind == "timer":
+        timer = {"result": deferred.result}
+        return timed("timer", deferred.delay, hook_round=hook_round, attempt=deferred.attempt, timer=timer)
+    return timed("retry", deferred.delay, hook_round=hook_round, attempt=deferred.attempt)
+
+
+CHILD_CHECKS = 10  # a parent waiting on its child is looked at every CHILD_CHECKS x stall_after
+
+
+def deadline(snap: RunSnapshot, stall_after: float, now: float | None = None) -> float | None:
+    """When the sweeper should look at `snap` if nothing else happens (epoch s); None when the
+    run is not running (nothing to look at)."""
+    if snap.status is not RunStatus.RUNNING:
+        return None
+    now = time.time() if now is None else now
+    wait = Wait.from_dict(snap.wait) if snap.wait is not None else None
+    if wait is None:
+        return now + stall_after
+    if wait.due is not None:
+        return max(now, wait.due) + stall_after
+    if wait.kind == "child":
+        return now + CHILD_CHECKS * stall_after
+    return now + stall_after

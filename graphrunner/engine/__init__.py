@@ -4,8 +4,8 @@ A step is `prepare` (what to dispatch) then, after the runner did the I/O, `comp
 (update, merged state, next node, errors, transcript event).
 """
 
+from graphrunner.engine.calls import ActionCall
 from graphrunner.engine.hooks import control_answer, first_answer, hook_calls
-from graphrunner.engine.lifecycle import ResumeError, begin, missing_env, resume, too_deep
 from graphrunner.engine.outcomes import (
     ActionFailure,
     ActionOutcome,
@@ -16,8 +16,9 @@ from graphrunner.engine.outcomes import (
     NoOutcome,
     Outcome,
 )
-from graphrunner.engine.plan import ActionCall, StepPlan, item_call, prepare
+from graphrunner.engine.plan import StepPlan, item_call, prepare
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
+from graphrunner.engine.start import begin, missing_env, resume, too_deep
 from graphrunner.engine.step import StepResult, complete
 
 __all__ = [
@@ -30,7 +31,6 @@ __all__ = [
     "ItemOutcome",
     "NoOutcome",
     "Outcome",
-    "ResumeError",
     "RunSnapshot",
     "RunStatus",
     "StepEvent",

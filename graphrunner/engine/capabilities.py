@@ -10,7 +10,7 @@ from graphrunner.engine.outcomes import ActionFailure
 from graphrunner.errors import InvalidCapabilities
 
 if TYPE_CHECKING:
-    from graphrunner.engine.plan import ActionCall
+    from graphrunner.engine.calls import ActionCall
 
 
 def checked(capabilities: Any) -> tuple[str, ...]:

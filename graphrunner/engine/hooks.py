@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from graphrunner import namespaces as ns
+from graphrunner.engine.calls import ActionCall
 from graphrunner.engine.outcomes import Control
-from graphrunner.engine.plan import ActionCall
 from graphrunner.engine.snapshot import RunSnapshot
 from graphrunner.errors import ExpressionError
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graphrunner import namespaces as ns
-from graphrunner.compiled import CompiledNode
+from graphrunner.compiled import CompiledGraph, CompiledNode
+from graphrunner.engine.calls import ActionCall
 from graphrunner.engine.capabilities import denied
 from graphrunner.engine.outcomes import ActionFailure
 from graphrunner.engine.snapshot import RunSnapshot
@@ -18,27 +19,9 @@ from graphrunner.model import (
     ForeachNode,
     GateNode,
     PauseNode,
-    RetryPolicy,
     ReturnNode,
 )
 from graphrunner.model.nodes import SubgraphNode
-
-if TYPE_CHECKING:
-    from graphrunner.graph import Graph
-
-
-@dataclass(frozen=True)
-class ActionCall:
-    """One dispatch: tool, interpolated params, and how to run it."""
-
-    node: str
-    tool: str
-    params: dict[str, Any]
-    timeout: float | None = None
-    retry: tuple[RetryPolicy, ...] = DEFAULT_RETRY
-    cache: bool = False
-    queue: str | None = None
-    item_index: int | None = None
 
 
 @dataclass(frozen=True)
@@ -60,7 +43,7 @@ def eval_context(snap: RunSnapshot, now: datetime, **extra: Any) -> dict[str, An
     return ns.context(state=snap.state, inputs=snap.inputs, run=snap.run_namespace(), now=now, **extra)
 
 
-def prepare(graph: Graph, snap: RunSnapshot, now: datetime) -> StepPlan:
+def prepare(graph: CompiledGraph, snap: RunSnapshot, now: datetime) -> StepPlan:
     """Plan the step at `snap.node`: interpolate the action, resolve foreach items, check limits."""
     assert snap.node is not None, "prepare() needs a run that is at a node"
     step = snap.step + 1
@@ -78,7 +61,9 @@ def prepare(graph: Graph, snap: RunSnapshot, now: datetime) -> StepPlan:
     return StepPlan(snap.node, step, kind)
 
 
-def _action_plan(graph: Graph, node: CompiledNode, snap: RunSnapshot, step: int, now: datetime) -> StepPlan:
+def _action_plan(
+    graph: CompiledGraph, node: CompiledNode, snap: RunSnapshot, step: int, now: datetime
+) -> StepPlan:
     try:
         call = build_call(node, node.params.render(eval_context(snap, now)))
     except ExpressionError as exc:

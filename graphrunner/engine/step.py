@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graphrunner import namespaces as ns
-from graphrunner.compiled import CompiledNode
+from graphrunner.compiled import CompiledGraph, CompiledNode
 from graphrunner.engine.limits import SETTING, over_limit
 from graphrunner.engine.outcomes import (
     ActionFailure,
@@ -28,9 +28,6 @@ from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
 from graphrunner.engine.state import check_state
 from graphrunner.errors import ExpressionError, LimitExceeded, NodeError, ReducerError, RunError
 from graphrunner.model import FIELD_NAME, ForeachNode, PauseNode, ReturnNode, SubgraphNode
-
-if TYPE_CHECKING:
-    from graphrunner.graph import Graph
 
 CATEGORY_OF = {
     "timeout": "timeout",
@@ -55,7 +52,7 @@ class StepResult:
 class _Step:
     """What every helper of one `complete` call needs."""
 
-    graph: Graph
+    graph: CompiledGraph
     snap: RunSnapshot
     plan: StepPlan
     node: CompiledNode
@@ -68,19 +65,19 @@ class _Step:
         )
 
 
-def error_mode(graph: Graph, spec: Any) -> str:
+def error_mode(graph: CompiledGraph, spec: Any) -> str:
     """The node's `error_mode`, else the graph's."""
     mode: str = getattr(spec, "error_mode", None) or graph.spec.config.error_mode
     return mode
 
 
-def foreach_fails(graph: Graph, spec: ForeachNode, failed: int, total: int) -> bool:
+def foreach_fails(graph: CompiledGraph, spec: ForeachNode, failed: int, total: int) -> bool:
     """True when `failed` of `total` items fail the foreach node (error mode fail, over tolerance)."""
     return failed > 0 and error_mode(graph, spec) == "fail" and failed > spec.tolerated(total)
 
 
 def complete(
-    graph: Graph,
+    graph: CompiledGraph,
     snap: RunSnapshot,
     plan: StepPlan,
     outcome: Outcome,
@@ -109,7 +106,9 @@ def complete(
     return _fail(snap, plan, err, result.event.attempts)
 
 
-def _complete(graph: Graph, snap: RunSnapshot, plan: StepPlan, outcome: Outcome, now: datetime) -> StepResult:
+def _complete(
+    graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan, outcome: Outcome, now: datetime
+) -> StepResult:
     if plan.kind == "limit":
         limit = graph.spec.config.max_steps
         err = LimitExceeded(

@@ -128,6 +128,7 @@ def _build(
         report=report,
         child_paths=dict(lookup.paths),
         text=text,
+        load_child=lambda path: load_graph(path, registry=registry, settings=settings),
     )
     return graph, report
 

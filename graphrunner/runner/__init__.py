@@ -1,6 +1,5 @@
-"""Runners drive the pure engine: in-process here, Celery tasks in the distributed runtime."""
+"""The in-process runner: whole runs, and single steps, in this process (no Redis, no Celery)."""
 
-from graphrunner.runner.dispatch import classify, dispatch, retry_delay
 from graphrunner.runner.local import LocalRunner
 
-__all__ = ["LocalRunner", "classify", "dispatch", "retry_delay"]
+__all__ = ["LocalRunner"]

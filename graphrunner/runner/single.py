@@ -17,19 +17,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from graphrunner import engine
-from graphrunner.engine import ResumeError, RunSnapshot, RunStatus
+from graphrunner.compiled import CompiledGraph
+from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.engine.state import check_state, initial_state
-from graphrunner.errors import GraphrunnerError, StateValidationError
-from graphrunner.runner.local import LocalRunner, utcnow
+from graphrunner.errors import ResumeError, StateValidationError, UnknownNode
+from graphrunner.runner.local import LocalRunner
+from graphrunner.services.records import utcnow
 from graphrunner.settings import Settings
 
 if TYPE_CHECKING:
-    from graphrunner.graph import Graph
     from graphrunner.tools import ToolRegistry
-
-
-class UnknownNode(GraphrunnerError):
-    """The graph has no node of that name."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +65,7 @@ class StepReport:
 
 
 async def single_step(
-    graph: Graph,
+    graph: CompiledGraph,
     node: str,
     state: Mapping[str, Any] | None = None,
     *,
@@ -85,12 +82,8 @@ async def single_step(
     gets the deployment's default; `settings` defaults to the environment's.
     """
     settings = settings or Settings.from_env()
-    runner = LocalRunner(
-        registry,
-        max_state_bytes=settings.max_state_bytes,
-        default_capabilities=settings.default_capabilities,
-    )
-    caps = runner.default_capabilities if capabilities is None else capabilities
+    runner = LocalRunner.from_settings(settings, registry=registry)
+    caps = runner.services.default_capabilities if capabilities is None else capabilities
     snap = start_at(graph, node, state, inputs, caps, settings.max_state_bytes)
     _, result, records = await runner.advance(graph, snap)
     after = result.snapshot
@@ -101,19 +94,19 @@ async def single_step(
         step_count=after.step,
         status=after.status.value,
         error=result.event.error,
-        steps=records,
+        steps=[r.to_dict() for r in records],
     )
 
 
 def single_step_sync(
-    graph: Graph, node: str, state: Mapping[str, Any] | None = None, **kwargs: Any
+    graph: CompiledGraph, node: str, state: Mapping[str, Any] | None = None, **kwargs: Any
 ) -> StepReport:
     """`single_step` for synchronous code (not from inside a running event loop)."""
     return asyncio.run(single_step(graph, node, state, **kwargs))
 
 
 def start_at(
-    graph: Graph,
+    graph: CompiledGraph,
     node: str,
     state: Mapping[str, Any] | None,
     inputs: Mapping[str, Any] | None,
@@ -140,7 +133,7 @@ def start_at(
     return snap.model_copy(update={"node": node})
 
 
-def next_node(graph: Graph, snap: RunSnapshot) -> str | None:
+def next_node(graph: CompiledGraph, snap: RunSnapshot) -> str | None:
     """The node the next step would run: None when the run ended; for a pause, where a resume
     without a state patch would continue (None when that resume would end the run or fail)."""
     if snap.status is RunStatus.RUNNING:

@@ -1,20 +1,21 @@
-"""Storage of runs: the `Store` interface and its Redis implementation."""
+"""Storage of runs: the `Store` interface, its Redis implementation and an in-memory one."""
 
-from graphrunner.store.base import Committed, Created, Fence, RunSummary, StepEntry, Store
-from graphrunner.store.query import Cursor, InvalidRunQuery, RunPage, RunQuery
-from graphrunner.store.redis_store import RedisStore, StoreUnavailable
+from graphrunner.store.base import Committed, Created, DeadLetter, Fence, Send, Sent, StepEntry, Store
+from graphrunner.store.query import Cursor, RunPage, RunQuery, RunSummary
+from graphrunner.store.redis_store import RedisStore
 
 __all__ = [
     "Committed",
     "Created",
     "Cursor",
+    "DeadLetter",
     "Fence",
-    "InvalidRunQuery",
     "RedisStore",
     "RunPage",
     "RunQuery",
     "RunSummary",
+    "Send",
+    "Sent",
     "StepEntry",
     "Store",
-    "StoreUnavailable",
 ]

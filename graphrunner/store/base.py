@@ -1,15 +1,24 @@
-"""The store interface: where runs, their state, transcripts and graph definitions live."""
+"""The store interface: every operation the cluster performs on runs, in one place.
+
+A store keeps runs (record, state, transcript, path), graph definitions, foreach item
+results, the result cache, concurrency keys, the indexes runs are listed by, and what the
+cluster needs to keep runs moving: the messages a commit sends (pushed onto the broker's
+queue in the same atomic write when the broker is the store's own Redis, kept in the run's
+outbox otherwise), durable timers, progress deadlines for the sweeper, and dead letters.
+
+`RedisStore` is the production implementation, `MemoryStore` the in-memory one the unit
+tests drive the executor, operations and sweeper with; one conformance suite
+(`tests/store_contract.py`) runs against both.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from graphrunner.engine import RunSnapshot
-
-if TYPE_CHECKING:
-    from graphrunner.store.query import RunPage, RunQuery
+from graphrunner.store.query import RunPage, RunQuery, RunSummary
 
 
 @dataclass(frozen=True)
@@ -52,25 +61,54 @@ class StepEntry:
 
 
 @dataclass(frozen=True)
-class RunSummary:
-    """A run as listed: id, graph, status, step and timestamps (ms)."""
+class Send:
+    """A message a write sends: `body` for `queue`, now or (a durable timer) at `due` (epoch s).
 
-    run_id: str
-    graph_id: str
-    status: str
-    step: int
-    created_at: int
-    updated_at: int
+    `tag` identifies the message on the broker. `tracked`: the message carries the run it is
+    committed with forward (its next step); the run records it as sent, so the sweeper can
+    tell a message in flight from a lost one.
+    """
+
+    queue: str
+    body: str
+    tag: str
+    due: float | None = None
+    tracked: bool = False
 
 
-class Store(Protocol):
-    """Storage for runs; the Redis implementation is `RedisStore`."""
+@dataclass(frozen=True)
+class Sent:
+    """What a run last sent to carry itself forward: message `tag` for `queue` at `at` (ms)."""
+
+    tag: str
+    queue: str
+    at: int
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """A message a worker refused: why, which task, where it came from, and what it held."""
+
+    reason: str
+    task: str | None
+    queue: str | None
+    at: int
+    body: str
+    headers: dict[str, Any] = field(default_factory=dict)
+
+
+class RunStore(Protocol):
+    """Runs: records, state, transcripts, and the atomic commit that moves them on."""
+
+    direct: bool  # sends go straight onto the broker's queues (the broker is this store's Redis)
 
     def save_graph(self, content_hash: str, definition: dict[str, Any]) -> None: ...
 
     def load_graph(self, content_hash: str) -> dict[str, Any] | None: ...
 
-    def create_run(self, snap: RunSnapshot, fingerprint: str) -> Created: ...
+    def create_run(
+        self, snap: RunSnapshot, fingerprint: str, sends: Sequence[Send] = (), progress: float | None = None
+    ) -> Created: ...
 
     def load_run(self, run_id: str, with_path: bool = False) -> RunSnapshot | None: ...
 
@@ -78,27 +116,105 @@ class Store(Protocol):
         self,
         fence: Fence,
         snap: RunSnapshot,
-        records: Sequence[dict[str, Any]] = (),
+        records: Sequence[str] = (),
         walked: Sequence[str] = (),
+        sends: Sequence[Send] = (),
+        progress: float | None = None,
     ) -> Committed: ...
 
-    def mark_dispatched(self, run_id: str, phase: int) -> None: ...
+    def run_fields(self, run_id: str) -> dict[str, str]: ...
 
-    def save_item(self, run_id: str, tag: str, index: int, record: dict[str, Any]) -> bool: ...
+    def status_of(self, run_id: str) -> str | None: ...
+
+    def sent(self, run_id: str) -> Sent | None: ...
+
+    def claim_dispatch(self, run_id: str, phase: int) -> bool: ...
+
+    def count_redelivery(self, run_id: str, what: str) -> int: ...
+
+    def note(self, run_id: str, record: str) -> None: ...
+
+    def last_record(self, run_id: str) -> dict[str, Any]: ...
+
+    def steps(self, run_id: str, after: str = "-", count: int | None = None) -> list[StepEntry]: ...
+
+    def wait_steps(self, run_id: str, after: str, block_ms: int) -> list[StepEntry]: ...
+
+
+class MessageStore(Protocol):
+    """Messages kept by the store: pushed now, durable timers, outboxes, dead letters."""
+
+    def push(self, sends: Sequence[Send], run_id: str) -> None: ...
+
+    def pump_timers(self, now: float, limit: int = 100) -> list[Send]: ...
+
+    def timer_due(self, tag: str) -> float | None: ...
+
+    def outbox(self, run_id: str) -> list[Send]: ...
+
+    def trim_outbox(self, run_id: str, count: int) -> None: ...
+
+    def dead_letter(self, letter: DeadLetter, keep: int = 10_000) -> int: ...
+
+    def dead_letters(self, count: int = 20) -> list[DeadLetter]: ...
+
+    def dead_total(self) -> int: ...
+
+
+class ItemStore(Protocol):
+    """The results of parallel foreach items, by index (the first record of an index wins)."""
+
+    def save_item(
+        self, run_id: str, tag: str, index: int, record: dict[str, Any], progress: float | None = None
+    ) -> bool: ...
 
     def count_items(self, run_id: str, tag: str) -> int: ...
 
     def load_items(self, run_id: str, tag: str, total: int) -> list[dict[str, Any] | None]: ...
 
+    def missing_items(self, run_id: str, tag: str, start: int, stop: int) -> list[int]: ...
+
     def drop_items(self, run_id: str, tag: str) -> None: ...
+
+
+class LivenessStore(Protocol):
+    """What the sweeper reads and writes: heartbeats, progress deadlines, its lock."""
+
+    def beat(self, run_ids: Sequence[str], progress: float | None = None) -> None: ...
+
+    def stalled(self, now: float, limit: int = 500) -> list[str]: ...
+
+    def touch(self, run_id: str, progress: float) -> None: ...
+
+    def activity(self, run_ids: Sequence[str]) -> list[dict[str, str]]: ...
+
+    def lock_sweep(self, seconds: int) -> bool: ...
+
+    def unlock_sweep(self) -> None: ...
+
+
+class KeyStore(Protocol):
+    """Concurrency keys: at most one active run per key, the others queued behind it."""
+
+    def acquire_key(self, key: str, run_id: str, queue: bool) -> tuple[str, str | None]: ...
+
+    def release_key(self, key: str, run_id: str) -> str | None: ...
+
+    def key_holder(self, key: str) -> str | None: ...
+
+    def unqueue(self, key: str, run_id: str) -> None: ...
+
+
+class CacheStore(Protocol):
+    """Cached node results (DESIGN §2.9)."""
 
     def cache_get(self, digest: str) -> tuple[bool, Any]: ...
 
     def cache_set(self, digest: str, value: Any, ttl: int) -> None: ...
 
-    def steps(self, run_id: str, after: str = "-", count: int | None = None) -> list[StepEntry]: ...
 
-    def wait_steps(self, run_id: str, after: str, block_ms: int) -> list[StepEntry]: ...
+class ListingStore(Protocol):
+    """Listing runs by graph, status and time, and dropping expired runs from the indexes."""
 
     def list_runs(
         self, graph_id: str | None = None, status: str | None = None, limit: int = 50, offset: int = 0
@@ -107,3 +223,11 @@ class Store(Protocol):
     def page_runs(self, query: RunQuery) -> RunPage: ...
 
     def prune_expired(self, now_ms: int | None = None, batch: int = 1000) -> int: ...
+
+
+class Store(RunStore, MessageStore, ItemStore, LivenessStore, KeyStore, CacheStore, ListingStore, Protocol):
+    """Everything the cluster keeps; see the module docstring."""
+
+    def ping(self) -> None: ...
+
+    def close(self) -> None: ...

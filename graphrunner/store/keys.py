@@ -24,6 +24,11 @@ def path(run_id: str) -> str:
     return f"{PREFIX}:run:{{{run_id}}}:path"
 
 
+def outbox(run_id: str) -> str:
+    """List: messages a commit sent that are still to be published (broker other than this Redis)."""
+    return f"{PREFIX}:run:{{{run_id}}}:outbox"
+
+
 def graph(content_hash: str) -> str:
     """String: a graph definition (JSON `{text, file, id}`), stored once per content hash."""
     return f"{PREFIX}:graph:{content_hash}"
@@ -80,3 +85,28 @@ def concurrency_queue(key: str) -> str:
 def sweep_lock() -> str:
     """String with a TTL: held while one sweeper pass runs, so passes never overlap."""
     return f"{PREFIX}:lock:sweep"
+
+
+def progress() -> str:
+    """Sorted set: running runs by the time (ms) the sweeper should look at them if nothing happens."""
+    return f"{PREFIX}:idx:progress"
+
+
+def timers() -> str:
+    """Sorted set: durable timers (message tags) by the time (ms) they come due."""
+    return f"{PREFIX}:timers"
+
+
+def timer_bodies() -> str:
+    """Hash: a durable timer's message by its tag, as `<queue>\\n<body>`."""
+    return f"{PREFIX}:timers:bodies"
+
+
+def dead_letters() -> str:
+    """List: messages workers refused (newest first), capped; JSON records."""
+    return f"{PREFIX}:dead"
+
+
+def dead_count() -> str:
+    """String: how many messages workers have refused, ever."""
+    return f"{PREFIX}:dead:count"

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from graphrunner.engine import RunStatus
-from graphrunner.errors import GraphrunnerError
-from graphrunner.store.base import RunSummary
+from graphrunner.errors import InvalidRunQuery
 
 MAX_LIMIT = 1000
 STATUSES = tuple(s.value for s in RunStatus)
@@ -17,8 +16,16 @@ CURSOR = re.compile(r"^(\d{1,16})-(\d{1,9})$")
 TimeBound = datetime | int | None
 
 
-class InvalidRunQuery(GraphrunnerError):
-    """A run listing asked for with an unknown status, a bad limit, offset, time or cursor."""
+@dataclass(frozen=True)
+class RunSummary:
+    """A run as listed: id, graph, status, step and timestamps (ms)."""
+
+    run_id: str
+    graph_id: str
+    status: str
+    step: int
+    created_at: int
+    updated_at: int
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,7 @@ from typing import Any, TypeVar
 
 from graphrunner.engine.snapshot import FINISHED
 from graphrunner.store import keys
-from graphrunner.store.base import RunSummary
-from graphrunner.store.query import STATUSES, Cursor, RunPage, RunQuery
+from graphrunner.store.query import STATUSES, Cursor, RunPage, RunQuery, RunSummary
 
 T = TypeVar("T")
 Call = Callable[[Callable[[], T]], T]

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from graphrunner import StateValidationError, load_graph, parse_graph
-from graphrunner.client import Client, RunConflict, RunNotFound
-from graphrunner.cluster.messages import InvalidRunId, StepMessage
-from graphrunner.errors import GraphNotFound
-from graphrunner.store import StoreUnavailable
+from graphrunner.client import Client
+from graphrunner.cluster.messages import StepMessage
+from graphrunner.cluster.worker import WorkerRuntime
+from graphrunner.errors import GraphNotFound, InvalidRunId, RunConflict, RunNotFound, StoreUnavailable
 
 GRAPHS = Path(__file__).resolve().parents[2] / "graphs"
 EXAMPLES: list[tuple[str, dict[str, Any]]] = [
@@ -98,53 +98,21 @@ def test_the_same_run_id_starts_one_run(cluster: Client) -> None:
         cluster.submit(GRAPHS / "hello.yaml", {"name": "B"}, run_id=run_id)
 
 
-def test_a_duplicated_step_message_is_applied_once(cluster: Client) -> None:
+def test_a_duplicated_step_message_is_applied_once(cluster: Client, worker_runtime: WorkerRuntime) -> None:
     run = cluster.submit(GRAPHS / "hello.yaml", {"name": "Dup"})
     result = run.wait(timeout=30)
     before = run.steps()
     for step in range(result.step_count):  # every message of the run delivered once more
-        report = cluster.runtime.executor.execute(StepMessage(run_id=run.id, step=step))
+        report = worker_runtime.executor.execute(StepMessage(run_id=run.id, step=step))
         assert report.outcome in ("not_running", "stale")
     assert run.steps() == before
     assert run.result().state == result.state
 
 
-def test_a_redelivered_message_repairs_a_lost_enqueue(cluster: Client) -> None:
-    graph = parse_graph(
-        textwrap.dedent("""
-        id: t/repair
-        config: {start: a}
-        nodes:
-          a: {type: gate, assign: {v: 1}, next: b}
-          b: {type: gate, assign: {w: 2}}
-    """)
-    )
-    store, executor = cluster.store, cluster.runtime.executor
-    lost: list[Any] = []
-
-    class LosingSender:  # the worker commits step 1, then its enqueue is "lost"
-        def __getattr__(self, name: str) -> Any:
-            return getattr(cluster.runtime, name)
-
-        def enqueue(self, snap: Any, graph: Any = None, countdown: Any = None) -> None:
-            lost.append(snap)
-
-    executor.sender = LosingSender()
-    try:
-        handle = cluster.submit(graph)
-        deadline = time.monotonic() + 10
-        while not lost and time.monotonic() < deadline:
-            time.sleep(0.02)
-    finally:
-        executor.sender = cluster.runtime
-    assert lost and store.load_run(handle.id).step == 1  # type: ignore[union-attr]
-    report = executor.execute(StepMessage(run_id=handle.id, step=0))  # the message is redelivered
-    assert report.outcome == "repaired"
-    assert handle.wait(timeout=30).state == {"v": 1, "w": 2}
-
-
-def test_garbage_messages_are_dropped_and_the_worker_keeps_going(cluster: Client) -> None:
-    app = cluster.runtime.app
+def test_garbage_messages_are_dropped_and_the_worker_keeps_going(
+    cluster: Client, worker_runtime: WorkerRuntime
+) -> None:
+    app = worker_runtime.app
     for args in ([], ["only-run-id"], ["{bad id}", 0], ["x", -1], [1, 2, 3], ["x", "zero"]):
         app.send_task("graphrunner.step", args=args, queue="graphrunner")
     app.send_task("graphrunner.step", kwargs={"evil": True}, queue="graphrunner")
@@ -207,7 +175,9 @@ def test_list_runs_by_graph_and_status(cluster: Client) -> None:
     assert cluster.list_runs(graph_id=graph.id, status="failed") == []
 
 
-def test_a_duplicate_delivered_while_the_step_runs_is_fenced_off(cluster: Client, tmp_path: Path) -> None:
+def test_a_duplicate_delivered_while_the_step_runs_is_fenced_off(
+    cluster: Client, worker_runtime: WorkerRuntime, tmp_path: Path
+) -> None:
     graph = parse_graph(
         textwrap.dedent(f"""
         id: t/race
@@ -222,7 +192,7 @@ def test_a_duplicate_delivered_while_the_step_runs_is_fenced_off(cluster: Client
     """)
     )
     run = cluster.submit(graph)
-    cluster.runtime.app.send_task(
+    worker_runtime.app.send_task(
         "graphrunner.step", args=[run.id, 0], queue="graphrunner"
     )  # a second delivery
     result = run.wait(timeout=30)

@@ -25,10 +25,9 @@ from worker_procs import dedicated_worker
 
 from graphrunner import Graph, GraphValidationError, StateValidationError, load_graph, parse_graph
 from graphrunner.cli import main
-from graphrunner.client import Client, RunHandle, RunNotFound
-from graphrunner.cluster.messages import InvalidRunId
+from graphrunner.client import Client, RunHandle
 from graphrunner.embedded import EmbeddedRedis
-from graphrunner.engine import ResumeError
+from graphrunner.errors import InvalidRunId, ResumeError, RunNotFound
 from graphrunner.results import RunResult
 from graphrunner.runner import LocalRunner
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -19,11 +20,13 @@ from support import lines, wait_for
 from worker_procs import WorkerProcess
 
 from graphrunner import Graph, RunResult, engine, parse_graph
-from graphrunner.client import Client, RunHandle, WaitTimeout
+from graphrunner.client import Client, RunHandle
 from graphrunner.cluster.items import call_payload
-from graphrunner.cluster.messages import ITEM_TASK_NAME, ItemMessage, StepMessage
+from graphrunner.cluster.messages import ITEM_TASK, ItemMessage, StepMessage
+from graphrunner.cluster.worker import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.engine import ActionCall
+from graphrunner.errors import WaitTimeout
 from graphrunner.settings import Settings
 from graphrunner.store import RedisStore
 
@@ -264,14 +267,14 @@ STAMPED = '{fn: "foreach_targets:stamped", args: {value: "${x}", folder: "FOLDER
 
 
 def test_an_item_run_twice_is_recorded_once_and_the_first_record_stands(
-    cluster: Client, tmp_path: Path
+    cluster: Client, worker_runtime: WorkerRuntime, tmp_path: Path
 ) -> None:
     graph = foreach_graph(STAMPED.replace("FOLDER", str(tmp_path)))
     run_id, tag = unique("twice"), "1.1.feedbeef"
     msg = item_message(graph, run_id, tag, 1, [10, 11, 12], cluster.store)
-    executor, items = cluster.runtime.executor, cluster.runtime.items
-    assert executor.run_async(items.run(msg)) is None
-    assert executor.run_async(items.run(msg)) is None  # the same message, delivered again
+    loops, items = worker_runtime.loops, worker_runtime.items
+    for _ in range(2):  # the same message, delivered again
+        loops.run(items.run(msg, queue="graphrunner", shadow="t:item"))
     assert len(lines(tmp_path / "calls-11")) == 2  # it ran twice (at least once) ...
     assert cluster.store.count_items(run_id, tag) == 1  # ... and is counted once
     assert cluster.store.load_items(run_id, tag, 3) == [
@@ -282,12 +285,14 @@ def test_an_item_run_twice_is_recorded_once_and_the_first_record_stands(
     cluster.store.drop_items(run_id, tag)
 
 
-def test_an_item_task_sent_twice_through_the_broker_is_counted_once(cluster: Client, tmp_path: Path) -> None:
+def test_an_item_task_sent_twice_through_the_broker_is_counted_once(
+    cluster: Client, worker_runtime: WorkerRuntime, tmp_path: Path
+) -> None:
     graph = foreach_graph(STAMPED.replace("FOLDER", str(tmp_path)))
     run_id, tag = unique("twice-broker"), "1.1.cafebabe"
     payload = item_message(graph, run_id, tag, 0, [20, 21], cluster.store).model_dump()
     for _ in range(2):
-        cluster.runtime.app.send_task(ITEM_TASK_NAME, args=[payload], queue="graphrunner")
+        worker_runtime.app.send_task(ITEM_TASK, args=[payload], queue="graphrunner")
     ran_twice = lambda: len(lines(tmp_path / "calls-20")) == 2  # noqa: E731
     wait_for(lambda: ran_twice() and cluster.store.count_items(run_id, tag) >= 1, 30, "both item tasks")
     assert cluster.store.count_items(run_id, tag) == 1
@@ -354,20 +359,19 @@ def test_a_lost_item_message_is_sent_again_by_the_sweeper(
     # unacknowledged (two round trips), so a worker SIGKILLed in between loses the message.
     # Here the lost message is removed from the queue by hand: the chord never fires, and
     # only the sweeper (stalled after 1 s here) finds the missing item and sends it again.
-    env = {**worker_env, "GRAPHRUNNER_REDIS_URL": private_redis.url}
-    client = Client(private_redis.url, settings=replace(Settings.from_env(), stall_after=1))
+    quick = {"GRAPHRUNNER_STALL_AFTER": "1", "GRAPHRUNNER_SWEEP_INTERVAL": "3600"}  # the test sweeps
+    env = {**worker_env, "GRAPHRUNNER_REDIS_URL": private_redis.url, **quick}
+    settings = replace(Settings.from_env(), stall_after=1, sweep_interval=3600).with_redis(private_redis.url)
+    client, runtime = Client(settings=settings), WorkerRuntime(settings)
     workers: list[WorkerProcess] = []
     try:
         graph = foreach_graph(MARKED.replace("FOLDER", str(tmp_path)))
         run = client.submit(graph, {"xs": [0, 1, 2, 3, 4]})
-        report = client.runtime.executor.execute(StepMessage(run_id=run.id, step=0))  # the fan-out
+        queue, broker = client.settings.queue, client.store.redis  # type: ignore[attr-defined]
+        broker.delete(queue)  # the first step's message: taken here instead, by this test's executor
+        report = runtime.executor.execute(StepMessage(run_id=run.id, step=0))  # the fan-out
         assert report.outcome == "suspended"
-        queue, broker = client.settings.queue, client.store.redis
-        [lost] = [
-            m
-            for m in broker.lrange(queue, 0, -1)
-            if json.loads(m)["headers"].get("shadow", "").endswith("[2]")
-        ]
+        [lost] = [m for m in broker.lrange(queue, 0, -1) if item_index(m) == 2]
         assert broker.lrem(queue, 1, lost) == 1  # taken by a worker that was killed before recording it
         workers = start_workers(1, env, tmp_path, concurrency=2)
         wait_for(lambda: len(lines(tmp_path / "calls")) == 4, 30, "the other items to run")
@@ -383,10 +387,19 @@ def test_a_lost_item_message_is_sent_again_by_the_sweeper(
         assert sorted(line.split()[0] for line in lines(tmp_path / "calls")) == [str(x) for x in range(5)]
         assert any(r["status"] == "swept" for r in run.steps())
     finally:
-        client.runtime.executor.close()  # the event loop the fan-out ran on, in this thread
+        runtime.close()
         client.close()
         for worker in workers:
             worker.stop()
+
+
+def item_index(raw: str) -> int | None:
+    """The foreach item index an item message on the queue carries (None for other messages)."""
+    envelope = json.loads(raw)
+    if envelope["headers"].get("task") != ITEM_TASK:
+        return None
+    args = json.loads(base64.b64decode(envelope["body"]))[0]
+    return int(args[0]["index"])
 
 
 # -- 5. a sequential foreach interrupted by a killed worker resumes at its checkpoint ---------------------

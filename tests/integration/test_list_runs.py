@@ -15,9 +15,9 @@ from graphrunner.cli import main
 from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.engine import RunSnapshot, RunStatus
-from graphrunner.errors import GraphrunnerError
+from graphrunner.errors import GraphrunnerError, InvalidRunQuery
 from graphrunner.settings import Settings
-from graphrunner.store import Fence, InvalidRunQuery, RunSummary, keys
+from graphrunner.store import Fence, RunSummary, keys
 
 GRAPHS = ("t/alpha", "t/beta", "t/gamma")
 CYCLE = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.RUNNING, RunStatus.COMPLETED, RunStatus.PAUSED)
@@ -53,7 +53,8 @@ def store_run(client: Client, run_id: str, graph_id: str, status: RunStatus) -> 
     snap = RunSnapshot(run_id=run_id, graph_id=graph_id, node="work")
     assert client.store.create_run(snap, "fp").created
     after = snap.model_copy(update={"step": 1, "status": status})
-    assert client.store.commit(Fence.of(snap), after, [{"step": 1, "node": "work"}], ["work"]).committed
+    record = json.dumps({"step": 1, "node": "work"})
+    assert client.store.commit(Fence.of(snap), after, [record], ["work"]).committed
 
 
 def ids(runs: list[RunSummary]) -> list[str]:
@@ -158,7 +159,7 @@ def test_pages_of_runs_created_in_one_millisecond(private_redis: EmbeddedRedis) 
             store_run(client, f"tie-{i:02d}", "t/tie", RunStatus.COMPLETED)
         same = 1_700_000_000_000
         for i in range(23):  # as if all were created in the same millisecond
-            client.store._index(f"tie-{i:02d}", "t/tie", None, "completed", same)
+            client.store.index.change(f"tie-{i:02d}", "t/tie", None, "completed", same, same)
         everything = client.list_runs(limit=100)
         assert len(everything) == 23
         for limit in (1, 4, 5, 22):

@@ -3,6 +3,7 @@ takes them out of every index, and touches nothing else."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 import time
 import uuid
@@ -15,9 +16,10 @@ import redis
 from worker_procs import WorkerProcess
 
 from graphrunner import parse_graph
-from graphrunner.client import Client, RunNotFound
+from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.engine import RunSnapshot, RunStatus
+from graphrunner.errors import RunNotFound
 from graphrunner.settings import Settings
 from graphrunner.store import Fence, RedisStore, keys
 from graphrunner.store.query import STATUSES
@@ -50,7 +52,7 @@ def create(store: RedisStore, run_id: str, graph_id: str = "t/keep") -> RunSnaps
 def move(store: RedisStore, snap: RunSnapshot, status: RunStatus, node: str | None = "work") -> RunSnapshot:
     """Commit one step of `snap` that leaves it in `status` (with a transcript record and path entry)."""
     after = snap.model_copy(update={"step": snap.step + 1, "status": status, "node": node})
-    record = {"step": after.step, "node": "work", "status": status.value}
+    record = json.dumps({"step": after.step, "node": "work", "status": status.value})
     assert store.commit(Fence.of(snap), after, [record], ["work"]).committed
     return after
 

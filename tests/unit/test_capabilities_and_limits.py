@@ -1,6 +1,5 @@
 """Capabilities (DESIGN §2.8) and limits (§7) in-process: fail-closed dispatch, the deployment's
-default capabilities, children that never widen them, the state size limit, and the worker's
-visibility-timeout preflight."""
+default capabilities, children that never widen them, and the state size limit."""
 
 from __future__ import annotations
 
@@ -17,9 +16,9 @@ from yaml_files import write
 
 from graphrunner import Graph, InvalidCapabilities, LimitExceeded, PermissionDenied, RunResult, load_graph
 from graphrunner.cli import main
-from graphrunner.cluster.preflight import VisibilityCheck, holds, startup_warnings
 from graphrunner.engine.capabilities import checked
 from graphrunner.runner import LocalRunner
+from graphrunner.services import StepServices
 from graphrunner.settings import Settings
 
 
@@ -221,7 +220,7 @@ GROWING = """
 def test_a_step_over_the_state_limit_fails_and_keeps_the_last_good_state(
     graph_of: Callable[[str], Graph],
 ) -> None:
-    runner = LocalRunner(max_state_bytes=1000)
+    runner = LocalRunner(StepServices(max_state_bytes=1000))
     graph = graph_of(GROWING)
     result = asyncio.run(runner.invoke(graph, {"text": "x" * 600}))
     assert result.status == "failed"
@@ -250,53 +249,3 @@ def test_the_state_limit_comes_from_the_environment_in_process(
         graph_of(GROWING).invoke_sync({"text": "z" * 2000})
     with pytest.raises(LimitExceeded, match="the initial state"):
         graph_of(GROWING).invoke_sync(state={"log": ["w" * 2000]})
-
-
-# --- the visibility-timeout preflight -------------------------------------------------------------
-
-
-def test_startup_warns_about_node_timeouts_and_retry_waits_over_the_visibility_timeout(
-    tmp_path: Path,
-) -> None:
-    write(
-        tmp_path,
-        "slow.yaml",
-        """
-        id: pre/slow
-        config: {start: a}
-        nodes:
-          a: {action: {tool: echo}, timeout: 120, next: b}
-          b: {action: {tool: echo}, timeout: 90, retry: {max_attempts: 5, max_delay: 300}}
-        """,
-    )
-    (tmp_path / "not-a-graph.yaml").write_text("- just\n- a list\n")
-    settings = Settings(graph_path=(tmp_path,), visibility_timeout=100)
-    warnings = startup_warnings(settings)
-    assert len(warnings) == 2
-    timeout, retry = warnings
-    assert "node 'a' of graph 'pre/slow'" in timeout and "timeout of 120s" in timeout
-    assert "visibility timeout of 100s (GRAPHRUNNER_VISIBILITY_TIMEOUT)" in timeout
-    assert "node 'b' of graph 'pre/slow'" in retry and "retry wait of 300s" in retry
-    assert startup_warnings(Settings(graph_path=(tmp_path,), visibility_timeout=3600)) == []
-    short = startup_warnings(Settings(visibility_timeout=20))  # no graphs: the default policy's 30 s
-    assert len(short) == 1 and "the default retry policy" in short[0] and "30s" in short[0]
-
-
-def test_a_worker_warns_once_per_graph_whose_nodes_outlast_the_visibility_timeout(
-    graph_of: Callable[[str], Graph], caplog: pytest.LogCaptureFixture
-) -> None:
-    graph = graph_of(
-        """
-        id: pre/once
-        config: {start: a}
-        nodes:
-          a: {action: {tool: echo}, timeout: 7200, retry: {max_attempts: 1}}
-        """
-    )
-    assert [(h.node, h.what, h.seconds) for h in holds(graph.spec)] == [("a", "timeout", 7200.0)]
-    check = VisibilityCheck(3600)
-    with caplog.at_level(logging.WARNING, logger="graphrunner.worker"):
-        check.check(graph.content_hash, graph.spec)
-        check.check(graph.content_hash, graph.spec)
-    warned = [r.getMessage() for r in caplog.records if "visibility timeout" in r.getMessage()]
-    assert len(warned) == 1 and "node 'a' of graph 'pre/once'" in warned[0] and "7200s" in warned[0]

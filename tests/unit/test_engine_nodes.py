@@ -12,6 +12,7 @@ import pytest
 from yaml_files import write_yaml
 
 from graphrunner import Graph, RunResult, engine, load_graph
+from graphrunner.errors import ResumeError
 from graphrunner.runner import LocalRunner
 
 
@@ -234,7 +235,7 @@ def test_resume_refuses_a_completed_run(graph_of: Callable[[str], Graph]) -> Non
     """)
     finished = graph.invoke_sync()
     assert finished.snapshot is not None
-    with pytest.raises(engine.ResumeError, match="completed"):
+    with pytest.raises(ResumeError, match="completed"):
         engine.resume(graph, finished.snapshot, datetime.now(UTC))
 
 

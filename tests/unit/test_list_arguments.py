@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from graphrunner.cli.runs_list import parse_time
+from graphrunner.errors import InvalidRunQuery
 from graphrunner.settings import Settings
-from graphrunner.store import Cursor, InvalidRunQuery, RunQuery
+from graphrunner.store import Cursor, RunQuery
 
 
 def test_relative_and_iso_times() -> None:

@@ -9,7 +9,8 @@ import pytest
 from yaml_files import write_yaml
 
 from graphrunner import Graph, LimitExceeded, StateValidationError, load_graph
-from graphrunner.runner.single import StepReport, UnknownNode, single_step_sync
+from graphrunner.errors import UnknownNode
+from graphrunner.runner.single import StepReport, single_step_sync
 from graphrunner.settings import Settings
 
 GRAPH = """

@@ -13,16 +13,17 @@ import engine_targets
 import pytest
 
 from graphrunner.cluster.items import call_from, call_payload, outcome_of, record_of
-from graphrunner.cluster.messages import BadMessage, ItemMessage, StepMessage
+from graphrunner.cluster.messages import ItemMessage, StepMessage
 from graphrunner.cluster.waits import Wait, timed
 from graphrunner.engine import ActionCall
-from graphrunner.errors import ConfigurationError
+from graphrunner.errors import BadMessage, ConfigurationError
 from graphrunner.graph import Graph
 from graphrunner.loading.hooks_file import load_hooks_file
 from graphrunner.model import RetryPolicy
 from graphrunner.runner import LocalRunner
-from graphrunner.runner.cache import MemoryCache, cache_key
-from graphrunner.runner.dispatch import Deferred, dispatch
+from graphrunner.services import StepServices
+from graphrunner.services.cache import MemoryCache, cache_key
+from graphrunner.services.dispatch import Deferred, dispatch
 from graphrunner.tools import ToolContext, default_registry
 
 CONTEXT = ToolContext(run_id="r", graph_id="g", node="n", step=1)
@@ -134,7 +135,7 @@ def test_an_in_process_cache_hit_skips_the_tool(graph_of: Callable[[str], Graph]
 def test_step_messages_take_an_optional_phase() -> None:
     assert StepMessage.parse(("r1", 3), {}).phase == 0
     assert StepMessage.parse(("r1", 3, 2), {}).phase == 2
-    for args in (("r1",), ("r1", 3, -1), ("r1", 3, "2"), ("r1", 3, 2, 1)):
+    for args in (("r1",), ("r1", 3, -1), ("r1", 3, "2"), ("r1", 3, 2, 1), "r1", None, {"a": 1}):
         with pytest.raises(BadMessage):
             StepMessage.parse(args, {})
 
@@ -187,7 +188,7 @@ def test_a_deployment_hooks_file_loads_and_its_hooks_only_observe(
         nodes:
           a: {action: {tool: fail, params: {message: nope}}}
     """)
-    result = run(LocalRunner(deployment_hooks=hooks).invoke(graph))
+    result = run(LocalRunner(StepServices(deployment_hooks=hooks)).invoke(graph))
     assert result.status == "failed"  # the deployment hook's "continue" changes nothing
     assert engine_targets.calls["deploy"] == 1 and engine_targets.calls["completed"] == 1
 

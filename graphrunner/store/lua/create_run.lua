@@ -1,15 +1,26 @@
--- Create a run record unless one exists.
--- KEYS[1] run hash, KEYS[2] transcript stream
--- ARGV[1] fingerprint (graph hash + inputs), ARGV[2] status, ARGV[3] step,
--- ARGV[4] snapshot JSON (without state), ARGV[5] state JSON, ARGV[6] graph id,
--- ARGV[7] created_at (ms)
+-- Create a run unless one exists: its record, its index entries, the sweeper's progress
+-- deadline and its first messages (see sends.lua), in one atomic write.
+-- KEYS[1] run hash, [2] all-runs index, [3] graph index, [4] status index,
+-- [5] status+graph index, [6] progress zset, [7] timers zset, [8] timer bodies hash,
+-- [9] outbox list, [10..] queues
+-- ARGV[1] run id, [2] fingerprint, [3] status, [4] step, [5] snapshot JSON (without state),
+-- [6] state JSON, [7] graph id, [8] created_at (ms), [9] progress deadline (ms, or ''), then sends
 -- Returns {1} when created, {0, fingerprint} when the run already existed.
-local existing = redis.call('HGET', KEYS[1], 'fingerprint')
+local run = KEYS[1]
+local existing = redis.call('HGET', run, 'fingerprint')
 if existing then
   return {0, existing}
 end
-redis.call('HSET', KEYS[1],
-  'fingerprint', ARGV[1], 'status', ARGV[2], 'step', ARGV[3], 'phase', '0',
-  'snapshot', ARGV[4], 'state', ARGV[5], 'graph_id', ARGV[6],
-  'created_at', ARGV[7], 'updated_at', ARGV[7])
+local now = ARGV[8]
+redis.call('HSET', run,
+  'fingerprint', ARGV[2], 'status', ARGV[3], 'step', ARGV[4], 'phase', '0',
+  'snapshot', ARGV[5], 'state', ARGV[6], 'graph_id', ARGV[7],
+  'created_at', now, 'updated_at', now)
+for j = 2, 5 do
+  redis.call('ZADD', KEYS[j], now, ARGV[1])
+end
+if ARGV[9] ~= '' then
+  redis.call('ZADD', KEYS[6], ARGV[9], ARGV[1])
+end
+send_all(10, 10, run, KEYS[7], KEYS[8], KEYS[9], now)
 return {1}

@@ -18,7 +18,7 @@ from tenacity import RetryCallState, wait_exponential, wait_random
 from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome
 from graphrunner.errors import PermissionDenied, ToolError, UnknownTool
 from graphrunner.model import RetryPolicy
-from graphrunner.runner.cache import CacheSlot
+from graphrunner.services.cache import CacheSlot
 from graphrunner.tools import Defer, ToolContext, ToolRegistry
 
 Sleep = Callable[[float], Awaitable[Any]]

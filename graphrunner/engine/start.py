@@ -5,23 +5,21 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from graphrunner.compiled import CompiledGraph
 from graphrunner.engine.capabilities import checked
 from graphrunner.engine.limits import check_size
 from graphrunner.engine.plan import eval_context
 from graphrunner.engine.routing import route
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus
 from graphrunner.engine.state import check_inputs, check_state, initial_state
-from graphrunner.errors import GraphrunnerError, RunError
+from graphrunner.errors import ResumeError, RunError
 from graphrunner.model import PauseNode
-
-if TYPE_CHECKING:
-    from graphrunner.graph import Graph
 
 
 def begin(
-    graph: Graph,
+    graph: CompiledGraph,
     inputs: Mapping[str, Any] | None,
     *,
     run_id: str,
@@ -54,7 +52,7 @@ def begin(
     )
 
 
-def missing_env(graph: Graph, environ: Mapping[str, str] | None = None) -> list[str]:
+def missing_env(graph: CompiledGraph, environ: Mapping[str, str] | None = None) -> list[str]:
     """`env_requires` entries (graph and nodes) not set in the environment, with where."""
     env = os.environ if environ is None else environ
     wanted = [(v, "config.env_requires") for v in graph.spec.config.env_requires]
@@ -63,7 +61,7 @@ def missing_env(graph: Graph, environ: Mapping[str, str] | None = None) -> list[
     return [f"{var} ({where})" for var, where in wanted if var not in env]
 
 
-def too_deep(graph: Graph, snap: RunSnapshot) -> dict[str, Any] | None:
+def too_deep(graph: CompiledGraph, snap: RunSnapshot) -> dict[str, Any] | None:
     """The `limit_exceeded` error when a subgraph of this run would nest deeper than `max_depth`."""
     limit = graph.spec.config.max_depth
     if snap.depth + 1 <= limit:
@@ -74,15 +72,11 @@ def too_deep(graph: Graph, snap: RunSnapshot) -> dict[str, Any] | None:
     }
 
 
-class ResumeError(GraphrunnerError):
-    """A run cannot be resumed in its current status."""
-
-
 RESUMABLE = {RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.PAUSED, RunStatus.RUNNING}
 
 
 def resume(
-    graph: Graph,
+    graph: CompiledGraph,
     snap: RunSnapshot,
     now: datetime,
     patch: Mapping[str, Any] | None = None,

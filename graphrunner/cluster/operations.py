@@ -12,37 +12,22 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from graphrunner import engine
-from graphrunner.cluster.sweeper import idle_of
 from graphrunner.cluster.waits import Wait
-from graphrunner.engine import ResumeError, RunSnapshot, RunStatus
-from graphrunner.errors import GraphrunnerError
-from graphrunner.graph import Graph
-from graphrunner.runner.local import utcnow
-from graphrunner.store import Fence, RedisStore
+from graphrunner.compiled import CompiledGraph
+from graphrunner.engine import RunSnapshot, RunStatus
+from graphrunner.errors import CancelError, ResumeError, RunNotFound, RunRefused
+from graphrunner.services.records import AdmitRecord, CancelRecord, ResumeRecord, utcnow
+from graphrunner.store import Fence, Store
+from graphrunner.store.redis_aux import now_ms
 
 if TYPE_CHECKING:
-    from graphrunner.cluster.app import Runtime
+    from graphrunner.cluster.context import Cluster
+    from graphrunner.graph import Graph
 
 TRIES = 50  # a busy run moves between our read and our commit: read and try again this often
 
 
-class RunNotFound(GraphrunnerError):
-    """No run with that id exists."""
-
-
-class RunConflict(GraphrunnerError):
-    """A run with that id exists with another graph, inputs, capabilities or concurrency key."""
-
-
-class RunRefused(GraphrunnerError):
-    """The run's concurrency key is held by another active run, and the caller chose refusal."""
-
-
-class CancelError(GraphrunnerError):
-    """A run cannot be cancelled: it has already finished."""
-
-
-def load(store: RedisStore, run_id: str) -> RunSnapshot:
+def load(store: Store, run_id: str) -> RunSnapshot:
     """The run's snapshot; raises `RunNotFound`."""
     snap = store.load_run(run_id)
     if snap is None:
@@ -50,10 +35,22 @@ def load(store: RedisStore, run_id: str) -> RunSnapshot:
     return snap
 
 
+def idle_seconds(fields: dict[str, str], now: int) -> float:
+    """Seconds since the run's last commit or heartbeat, from its record's fields (`now` in ms)."""
+    last = max(int(fields.get("updated_at") or 0), int(fields.get("heartbeat") or 0))
+    return max(0.0, (now - last) / 1000)
+
+
+def idle_of(store: Store, run_id: str) -> float | None:
+    """Seconds since the run's last commit or heartbeat (None for an unknown run)."""
+    [fields] = store.activity([run_id])
+    return idle_seconds(fields, now_ms()) if fields else None
+
+
 # -- concurrency keys ------------------------------------------------------------------------------
 
 
-def admit(store: RedisStore, snap: RunSnapshot, queue: bool) -> RunSnapshot:
+def admit(store: Store, snap: RunSnapshot, queue: bool) -> RunSnapshot:
     """Take the run's concurrency key: the snapshot runs now, waits (`pending`), or is refused."""
     assert snap.concurrency_key is not None
     outcome, holder = store.acquire_key(snap.concurrency_key, snap.run_id, queue)
@@ -67,19 +64,19 @@ def admit(store: RedisStore, snap: RunSnapshot, queue: bool) -> RunSnapshot:
     return snap
 
 
-def hand_on(runtime: Runtime, snap: RunSnapshot) -> None:
+def hand_on(cluster: Cluster, snap: RunSnapshot) -> None:
     """A run holding a concurrency key has finished: start the next run waiting for the key."""
     key = snap.concurrency_key
     if key is None:
         return
-    store, released = runtime.store, snap.run_id
+    store, released = cluster.store, snap.run_id
     while (next_id := store.release_key(key, released)) is not None:
         waiting = store.load_run(next_id)
         if waiting is not None and waiting.status is RunStatus.PENDING:
             started = waiting.model_copy(update={"status": RunStatus.RUNNING})
-            record = {"step": 0, "node": waiting.node, "status": "admitted", "key": key, "after": released}
-            if store.commit(Fence.of(waiting), started, [record]).committed:
-                runtime.enqueue(started)
+            record = AdmitRecord(step=0, node=waiting.node, key=key, after=released)
+            graph = cluster.graphs.get(started.graph_hash)
+            if cluster.commit(Fence.of(waiting), started, [record], outs=cluster.following(started, graph)):
                 return
         released = next_id  # cancelled (or gone) while it waited: hand the key on again
 
@@ -87,7 +84,7 @@ def hand_on(runtime: Runtime, snap: RunSnapshot) -> None:
 # -- cancel ------------------------------------------------------------------------------------------
 
 
-def cancel(runtime: Runtime, run_id: str, reason: str = "cancelled by request") -> RunSnapshot:
+def cancel(cluster: Cluster, run_id: str, reason: str = "cancelled by request") -> RunSnapshot:
     """Cancel a run that has not finished, and its active child runs.
 
     Nothing more of the run starts: a step in flight finishes but its commit is fenced off,
@@ -95,40 +92,35 @@ def cancel(runtime: Runtime, run_id: str, reason: str = "cancelled by request") 
     Raises `RunNotFound`, or `CancelError` for a finished run.
     """
     for _ in range(TRIES):
-        snap = load(runtime.store, run_id)
+        snap = load(cluster.store, run_id)
         if snap.status.finished:
             raise CancelError(f"run {run_id} has already finished ({snap.status.value}); nothing to cancel")
         final = snap.model_copy(update={"status": RunStatus.CANCELLED, "wait": None})
-        record = {
-            "step": snap.step,
-            "node": snap.node,
-            "status": "cancelled",
-            "from": snap.status.value,
-            "reason": reason,
-            "at": utcnow().isoformat(),
-        }
-        if runtime.store.commit(Fence.of(snap), final, [record]).committed:
+        record = CancelRecord(
+            step=snap.step, node=snap.node, from_=snap.status.value, reason=reason, at=utcnow().isoformat()
+        )
+        if cluster.commit(Fence.of(snap), final, [record], outs=cluster.following(final, None)):
             break
     else:
         raise CancelError(f"run {run_id} kept changing while it was being cancelled; try again")
     if snap.status is RunStatus.PENDING and snap.concurrency_key:
-        runtime.store.unqueue(snap.concurrency_key, run_id)
+        cluster.store.unqueue(snap.concurrency_key, run_id)
     for child in snap.children:
-        _cancel_child(runtime, child, run_id)
-    runtime.finished(final)
+        _cancel_child(cluster, child, run_id)
+    hand_on(cluster, final)
     return final
 
 
-def _cancel_child(runtime: Runtime, child_id: str, parent_id: str) -> None:
+def _cancel_child(cluster: Cluster, child_id: str, parent_id: str) -> None:
     with contextlib.suppress(RunNotFound, CancelError):  # never created, or already over
-        cancel(runtime, child_id, reason=f"its parent run {parent_id} was cancelled")
+        cancel(cluster, child_id, reason=f"its parent run {parent_id} was cancelled")
 
 
 # -- resume ------------------------------------------------------------------------------------------
 
 
 def resume(
-    runtime: Runtime,
+    cluster: Cluster,
     run_id: str,
     patch: Mapping[str, Any] | None = None,
     upgrade: Graph | None = None,
@@ -142,45 +134,37 @@ def resume(
     """
     if patch is not None and not isinstance(patch, Mapping):
         raise ResumeError(f"a state patch must be a mapping of field to value, got {type(patch).__name__}")
-    snap = load(runtime.store, run_id)
-    _check_resumable(runtime, snap)
-    graph = runtime.executor.graphs.get(snap.graph_hash)
-    if upgrade is not None:
-        graph, snap = (
-            _re_pin(runtime, snap, upgrade),
-            snap.model_copy(update={"graph_hash": upgrade.content_hash}),
-        )
-    limit = runtime.settings.max_state_bytes
-    at = _as_paused(runtime.store, snap)  # a paused run that was cancelled goes on past its pause
-    resumed = engine.resume(graph, at, utcnow(), patch, max_state_bytes=limit)
+    store = cluster.store
+    snap = load(store, run_id)
+    _check_resumable(cluster, snap)
+    graph = cluster.graphs.get(snap.graph_hash) if upgrade is None else _re_pin(cluster, snap, upgrade)
+    at = _as_paused(store, snap)  # a paused run that was cancelled goes on past its pause
+    resumed = engine.resume(graph, at, utcnow(), patch, max_state_bytes=cluster.settings.max_state_bytes)
     if snap.status.finished and snap.concurrency_key:
-        _retake_key(runtime.store, snap)
+        _retake_key(store, snap)
     running = resumed.status is RunStatus.RUNNING
     wait = Wait("restart").to_dict() if running else None
-    resumed = resumed.model_copy(update={"phase": snap.phase + 1, "wait": wait})
-    record = {
-        "step": snap.step,
-        "node": snap.node,
-        "status": "resumed",
-        "from": snap.status.value,
-        "changed_keys": sorted(patch or {}),
-        "at": utcnow().isoformat(),
-    }
-    if upgrade is not None:
-        record["graph_hash"] = upgrade.content_hash
-    fence = Fence(snap.step, snap.phase, snap.status.value)
-    if not runtime.store.commit(fence, resumed, [record]).committed:
+    resumed = resumed.model_copy(
+        update={"phase": snap.phase + 1, "wait": wait, "graph_hash": graph.content_hash}
+    )
+    record = ResumeRecord(
+        step=snap.step,
+        node=snap.node,
+        from_=snap.status.value,
+        changed_keys=sorted(patch or {}),
+        at=utcnow().isoformat(),
+        graph_hash=upgrade.content_hash if upgrade is not None else None,
+    )
+    if not cluster.commit(Fence.of(snap), resumed, [record], outs=cluster.following(resumed, graph)):
         if snap.status.finished and snap.concurrency_key:
-            runtime.store.release_key(snap.concurrency_key, run_id)
+            store.release_key(snap.concurrency_key, run_id)
         raise ResumeError(f"run {run_id} changed while it was being resumed; look at it and try again")
-    if running:
-        runtime.executor.send_wait(graph, resumed)
-    else:
-        runtime.finished(resumed)  # a pause that was the last node: the run is over
+    if resumed.status.finished:  # a pause that was the last node: the run is over
+        hand_on(cluster, resumed)
     return resumed
 
 
-def _as_paused(store: RedisStore, snap: RunSnapshot) -> RunSnapshot:
+def _as_paused(store: Store, snap: RunSnapshot) -> RunSnapshot:
     """`snap` as paused when it was cancelled while paused (its pause node has been taken)."""
     if snap.status is not RunStatus.CANCELLED:
         return snap
@@ -190,22 +174,22 @@ def _as_paused(store: RedisStore, snap: RunSnapshot) -> RunSnapshot:
     return snap
 
 
-def _check_resumable(runtime: Runtime, snap: RunSnapshot) -> None:
+def _check_resumable(cluster: Cluster, snap: RunSnapshot) -> None:
     if snap.status is RunStatus.PENDING:
         raise ResumeError(
             f"run {snap.run_id} is pending: it waits for concurrency key {snap.concurrency_key!r}"
         )
     if snap.status is RunStatus.RUNNING:
-        idle = idle_of(runtime.store, snap.run_id)
-        if idle is not None and idle <= runtime.settings.stall_after:
+        idle = idle_of(cluster.store, snap.run_id)
+        stall_after = cluster.settings.stall_after
+        if idle is not None and idle <= stall_after:
             raise ResumeError(
                 f"run {snap.run_id} is running (last progress {idle:.0f}s ago) and not stalled: a running "
-                f"run can be resumed after {runtime.settings.stall_after}s without progress "
-                "(GRAPHRUNNER_STALL_AFTER)"
+                f"run can be resumed after {stall_after}s without progress (GRAPHRUNNER_STALL_AFTER)"
             )
 
 
-def _re_pin(runtime: Runtime, snap: RunSnapshot, graph: Graph) -> Graph:
+def _re_pin(cluster: Cluster, snap: RunSnapshot, graph: Graph) -> CompiledGraph:
     """Check that `graph` can take over the run `snap`, and store it for the workers."""
     if graph.id != snap.graph_id:
         raise ResumeError(
@@ -217,11 +201,11 @@ def _re_pin(runtime: Runtime, snap: RunSnapshot, graph: Graph) -> Graph:
             f"cannot upgrade run {snap.run_id}: its current node {snap.node!r} is not in the new version "
             f"of {graph.id} (nodes: {known})"
         )
-    runtime.executor.graphs.put(graph)
+    cluster.graphs.put(graph)
     return graph
 
 
-def _retake_key(store: RedisStore, snap: RunSnapshot) -> None:
+def _retake_key(store: Store, snap: RunSnapshot) -> None:
     assert snap.concurrency_key is not None
     outcome, holder = store.acquire_key(snap.concurrency_key, snap.run_id, queue=False)
     if outcome != "acquired":

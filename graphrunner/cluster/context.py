@@ -1,0 +1,92 @@
+"""`Cluster`: what both sides of the cluster share: settings, the store, the publisher, graphs.
+
+A producer (`Client`) and a worker (`WorkerRuntime`) each build one; the run operations
+(`operations`), the sweeper and the step executor take it. Nothing here runs tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from graphrunner.cluster.graphs import GraphCache
+from graphrunner.cluster.messages import Outgoing
+from graphrunner.cluster.publisher import Publisher
+from graphrunner.cluster.waits import deadline
+from graphrunner.compiled import CompiledGraph
+from graphrunner.engine import RunSnapshot, RunStatus
+from graphrunner.errors import ConfigurationError
+from graphrunner.services.records import AnyRecord
+from graphrunner.settings import Settings
+from graphrunner.store import Fence, RedisStore, Store
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Settings, store, publisher and compiled graphs of one connection to a cluster."""
+
+    settings: Settings
+    store: Store
+    publisher: Publisher
+    graphs: GraphCache
+
+    @classmethod
+    def connect(
+        cls, settings: Settings, *, retry_seconds: float = 60.0, app: Celery | None = None
+    ) -> Cluster:
+        """Connect to the Redis (and broker) `settings` name; raises `ConfigurationError`.
+
+        `app` is the Celery app that publishes chords (a worker's own); without it one is
+        made when first needed.
+        """
+        if not settings.redis_url:
+            raise ConfigurationError("GRAPHRUNNER_REDIS_URL is not set")
+        direct = settings.broker_url in (None, "", settings.redis_url)
+        store = RedisStore.from_url(
+            settings.redis_url,
+            retry_seconds=retry_seconds,
+            retention_seconds=settings.retention,
+            direct=direct,
+        )
+        return cls.over(settings, store, app=app)
+
+    @classmethod
+    def over(cls, settings: Settings, store: Store, *, app: Celery | None = None) -> Cluster:
+        """A cluster over an existing store (the tests pass a `MemoryStore`)."""
+        return cls(settings, store, Publisher(settings, store, app=app), GraphCache(store))
+
+    def commit(
+        self,
+        fence: Fence,
+        new: RunSnapshot,
+        records: Sequence[AnyRecord] = (),
+        walked: Sequence[str] = (),
+        outs: Sequence[Outgoing] = (),
+    ) -> bool:
+        """Commit `new` if the run is at `fence`, with its records and the messages that follow
+        (in the same write), and the sweeper's progress deadline; False when fenced off."""
+        sends = self.publisher.encode_all(outs)
+        progress = deadline(new, self.settings.stall_after)
+        encoded = [r.to_json() for r in records]
+        if not self.store.commit(fence, new, encoded, walked, sends, progress).committed:
+            return False
+        if sends and not self.store.direct:
+            self.publisher.flush(new.run_id)
+        return True
+
+    def following(self, snap: RunSnapshot, graph: CompiledGraph | None) -> list[Outgoing]:
+        """What a committed `snap` sends: its next step, or its parent's wake-up when it ended."""
+        if snap.status is RunStatus.RUNNING:
+            return [self.publisher.step(snap, graph)]
+        if snap.status.finished and snap.parent:
+            return [self.publisher.wake(snap.parent)]
+        return []
+
+    def close(self) -> None:
+        """Release the connections."""
+        self.publisher.close()
+        self.store.close()

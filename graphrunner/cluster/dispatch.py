@@ -1,0 +1,52 @@
+"""Sending what a suspended step waits for, after its commit: a foreach chunk, a child run.
+
+Both are sent after the commit that suspends the step (a chord is published by Celery; a
+child run is a run of its own), so a worker can die in between; the sweeper then sends them
+again: only the items still missing, and the child only if it does not exist yet.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from graphrunner import engine
+from graphrunner.cluster import children, fanout
+from graphrunner.cluster.runs import fingerprint
+from graphrunner.cluster.waits import Wait, deadline
+from graphrunner.compiled import CompiledGraph
+from graphrunner.engine import RunSnapshot
+from graphrunner.services.records import utcnow
+
+if TYPE_CHECKING:
+    from graphrunner.cluster.context import Cluster
+
+
+def send_chunk(
+    cluster: Cluster, graph: CompiledGraph, snap: RunSnapshot, wait: Wait, only: set[int] | None = None
+) -> None:
+    """Send items `[wait.next, wait.upto)` of the suspended foreach `snap` (those in `only`, when
+    given) as a chord joined by the step; items that cannot be dispatched are recorded failed."""
+    payloads, failed = fanout.chunk(graph, snap, wait, only)
+    progress = time.time() + cluster.settings.stall_after
+    for index, record in failed:
+        cluster.store.save_item(snap.run_id, wait.tag, index, record, progress=progress)
+    publisher = cluster.publisher
+    queue, shadow = publisher.queue_of(graph, snap.node), f"{snap.graph_id}:{snap.node}:item"
+    join = publisher.step(snap, graph, tracked=False)
+    publisher.fan_out(join, [publisher.item(p, queue, shadow) for p in payloads])
+
+
+def start_child(cluster: Cluster, graph: CompiledGraph, snap: RunSnapshot, wait: Wait) -> bool:
+    """Create the child run the suspended step `snap` waits for, with its first step (in one
+    write); False when it existed already."""
+    plan = engine.prepare(graph, snap, utcnow())
+    limit = cluster.settings.max_state_bytes
+    child, first = children.first(cluster.graphs, graph, snap, plan, wait.child, snap.phase, limit)
+    identity = fingerprint(child, first.inputs, first.capabilities)
+    sends = cluster.publisher.encode_all([cluster.publisher.step(first, child)])
+    progress = deadline(first, cluster.settings.stall_after)
+    if not cluster.store.create_run(first, identity, sends, progress).created:
+        return False
+    cluster.publisher.flush(first.run_id)
+    return True

@@ -1,0 +1,226 @@
+"""Poison messages never stop a worker: what cannot be read is dead-lettered and acknowledged.
+
+Anything on the queue can be wrong: not JSON, a kombu envelope without properties, a body
+that is not base64, a content type Celery would trust unread (`application/data`, empty),
+a task name nobody serves, arguments of the wrong shape. Celery and kombu crash the
+consumer on several of these (celery/celery#7975: the worker exits with status 0 and the
+message, restored, kills the next worker). graphrunner checks every message at three
+depths before it can do harm:
+
+1. `RedisTransport` (the Redis broker's transport): a queue entry that is not a JSON kombu
+   envelope is refused before kombu builds a message of it;
+2. `guarded` (the strategy of graphrunner's tasks): a message whose content type, body or
+   arguments do not make a step or item message is refused before Celery's strategy reads it;
+3. `GuardedConsumer`: unknown tasks, invalid and undecodable messages that Celery itself
+   notices are refused instead of being dropped (or crashing on a missing header).
+
+A refused message is counted and kept in the store's dead-letter list (`graphrunner queues
+--dead` shows it), logged once with what was wrong, and acknowledged: it is never redelivered.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import time
+from collections.abc import Callable
+from queue import Empty
+from typing import Any
+
+from celery.worker.consumer import Consumer
+from celery.worker.strategy import default as default_strategy
+from kombu.transport import redis as kombu_redis
+
+from graphrunner.cluster.messages import ITEM_TASK, STEP_TASK, ItemMessage, StepMessage
+from graphrunner.errors import BadMessage
+from graphrunner.store import DeadLetter, Store
+
+log = logging.getLogger("graphrunner.worker")
+BODY_KEEP = 4096  # characters of a refused message's body kept in its dead letter
+SINK: list[Store] = []  # where this process's worker keeps dead letters (set when it starts)
+
+
+def refuse(reason: str, *, task: str | None, queue: str | None, body: Any, headers: Any = None) -> None:
+    """Count and keep a refused message, and log it once; never raises."""
+    text = body if isinstance(body, str) else _text(body)
+    letter = DeadLetter(
+        reason=reason[:1000],
+        task=str(task)[:200] if task is not None else None,
+        queue=str(queue)[:200] if queue is not None else None,
+        at=int(time.time() * 1000),
+        body=text[:BODY_KEEP],
+        headers=headers if isinstance(headers, dict) else {},
+    )
+    total = None
+    try:
+        if SINK:
+            total = SINK[-1].dead_letter(letter)
+    except Exception as exc:  # the store is away: the log line is all that is left
+        log.error("could not keep a dead letter (%s)", exc)
+    log.error("refused a message on queue %s (task %s): %s [dead letters: %s]", queue, task, reason, total)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    try:
+        return json.dumps(value, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        return repr(value)[:BODY_KEEP]
+
+
+# -- 1. the transport --------------------------------------------------------------------------------
+
+
+def envelope_problem(raw: Any) -> str | None:
+    """Why a decoded queue entry is not a kombu envelope kombu can build a message of (None: it is)."""
+    if not isinstance(raw, dict):
+        return f"the queue entry is a JSON {type(raw).__name__}, not a kombu envelope"
+    properties = raw.get("properties")
+    if not isinstance(properties, dict):
+        return "the envelope has no 'properties' mapping"
+    if not isinstance(properties.get("delivery_tag"), str):
+        return "the envelope's properties have no string 'delivery_tag'"
+    if not isinstance(properties.get("delivery_info", {}), dict):
+        return "the envelope's 'delivery_info' is not a mapping"
+    if not isinstance(raw.get("headers", {}), dict):
+        return "the envelope's 'headers' is not a mapping"
+    for key in ("content-type", "content-encoding"):
+        if not isinstance(raw.get(key, ""), str):
+            return f"the envelope's '{key}' is not a string"
+    return _body_problem(raw.get("body"), properties.get("body_encoding"))
+
+
+def _body_problem(body: Any, encoding: Any) -> str | None:
+    if body is None:
+        return None
+    if not isinstance(body, str):
+        return f"the envelope's body is a {type(body).__name__}, not text"
+    if encoding == "base64":
+        try:
+            base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            return "the envelope's body is not base64 as its 'body_encoding' says"
+    elif encoding not in (None, ""):
+        return f"unknown body encoding {encoding!r:.40}"
+    return None
+
+
+class GuardedChannel(kombu_redis.Channel):
+    """kombu's Redis channel, refusing queue entries that are not kombu envelopes."""
+
+    def basic_consume(self, queue: str, no_ack: bool, callback: Any, consumer_tag: str, **kwargs: Any) -> Any:
+        """Consume from `queue`, checking each entry before kombu builds its message."""
+        result = super().basic_consume(queue, no_ack, callback, consumer_tag, **kwargs)  # type: ignore[no-untyped-call]
+        inner: Callable[[Any], Any] = self.connection._callbacks[queue]
+
+        def guarded(raw: Any) -> Any:
+            problem = envelope_problem(raw)
+            if problem is not None:
+                refuse(problem, task=_header(raw, "task"), queue=queue, body=raw)
+                return None
+            return inner(raw)
+
+        self.connection._callbacks[queue] = guarded
+        return result
+
+    def _brpop_read(self, **options: Any) -> Any:
+        """Take the next entry; one that is not JSON is refused (it is gone from the queue)."""
+        try:
+            return super()._brpop_read(**options)  # type: ignore[no-untyped-call]
+        except (Empty, *self.connection_errors):
+            raise
+        except Exception as exc:
+            refuse(f"a queue entry that is not a JSON kombu envelope: {exc}", task=None, queue=None, body="")
+            raise Empty() from None
+
+
+class RedisTransport(kombu_redis.Transport):
+    """kombu's Redis transport with `GuardedChannel`."""
+
+    Channel = GuardedChannel
+
+
+def _header(raw: Any, name: str) -> Any:
+    headers = raw.get("headers") if isinstance(raw, dict) else None
+    return headers.get(name) if isinstance(headers, dict) else None
+
+
+# -- 2. the strategy of graphrunner's tasks -------------------------------------------------------------
+
+
+def message_problem(task: str, message: Any) -> str | None:
+    """Why `message` is not a graphrunner step or item message (None: it is)."""
+    if message.content_type != "application/json":
+        return f"content type {message.content_type!r:.60} (graphrunner's tasks take application/json only)"
+    try:
+        body = json.loads(message.body)
+    except (ValueError, TypeError, RecursionError) as exc:
+        return f"the body is not JSON: {exc}"
+    if not (
+        isinstance(body, list) and len(body) == 3 and isinstance(body[1], dict) and isinstance(body[2], dict)
+    ):
+        return "the body is not Celery's [args, kwargs, embed]"
+    try:
+        (StepMessage if task == STEP_TASK else ItemMessage).parse(body[0], body[1])
+    except BadMessage as exc:
+        return str(exc)
+    return None
+
+
+def guarded(task: Any, app: Any, consumer: Any, **kwargs: Any) -> Callable[..., Any]:
+    """Celery's default strategy for `task`, behind `message_problem`."""
+    inner = default_strategy(task, app, consumer, **kwargs)
+
+    def handle(message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **kw: Any) -> Any:
+        problem = message_problem(task.name, message)
+        if problem is None:
+            try:
+                return inner(message, body, ack, reject, callbacks, **kw)
+            except Exception as exc:  # Celery could not build a request of it
+                problem = f"Celery cannot read it: {type(exc).__name__}: {exc}"
+        refuse(problem, task=task.name, queue=_queue(message), body=message.body, headers=message.headers)
+        message.ack()
+        return None
+
+    return handle
+
+
+def _queue(message: Any) -> str | None:
+    info = getattr(message, "delivery_info", None)
+    return info.get("routing_key") if isinstance(info, dict) else None
+
+
+# -- 3. the consumer ------------------------------------------------------------------------------------
+
+
+class GuardedConsumer(Consumer):  # type: ignore[misc]
+    """Celery's consumer, dead-lettering the messages it cannot serve instead of dropping them."""
+
+    def on_unknown_message(self, body: Any, message: Any) -> None:
+        """A message that is not a task message."""
+        self._refuse(message, "not a Celery task message (no task header)")
+
+    def on_unknown_task(self, body: Any, message: Any, exc: Exception) -> None:
+        """A task no worker of this cluster serves."""
+        task = message.headers.get("task") if isinstance(message.headers, dict) else None
+        known = ", ".join(t for t in (STEP_TASK, ITEM_TASK))
+        self._refuse(message, f"unknown task {task!r:.100} (graphrunner's workers serve {known})")
+
+    def on_invalid_task(self, body: Any, message: Any, exc: Exception) -> None:
+        """A task message Celery found invalid (or of a content type it does not accept)."""
+        self._refuse(message, f"invalid task message: {exc}")
+
+    def on_decode_error(self, message: Any, exc: Exception) -> None:
+        """A message whose body cannot be decoded."""
+        self._refuse(message, f"cannot decode the body: {exc}")
+
+    def _refuse(self, message: Any, reason: str) -> None:
+        headers = message.headers if isinstance(message.headers, dict) else {}
+        refuse(reason, task=headers.get("task"), queue=_queue(message), body=message.body, headers=headers)
+        try:
+            message.ack()
+        except Exception as exc:  # already acknowledged, or the connection is gone
+            log.warning("could not acknowledge a refused message: %s", exc)

@@ -1,0 +1,133 @@
+"""What every worker does besides running tasks, so that runs survive dead workers.
+
+- **Vouching** (Redis broker): kombu restores a message to its queue when its time in the
+  `unacked_index` is older than the visibility timeout. Every `visibility_timeout / 4`
+  seconds a live worker marks the messages it holds (reserved, running) as delivered now,
+  so they are never restored while it lives, however long a step takes; the messages of a
+  worker that died are restored `GRAPHRUNNER_VISIBILITY_TIMEOUT` seconds after it last
+  vouched for them, and run on another worker.
+- **Timers**: durable sleeps, retry backoffs and polls are timers in the store, not ETA
+  messages a worker holds; every `TIMER_TICK` seconds a worker moves the due ones onto
+  their queues (one script call, atomic on a Redis broker).
+- **Sweeps**: every `GRAPHRUNNER_SWEEP_INTERVAL` seconds a worker runs a sweeper pass (a
+  lock keeps one pass at a time across the cluster).
+
+Vouching runs in the consumer's event loop (a Celery bootstep, `Vouch`); timers and sweeps in
+one daemon thread per worker (`Housekeeper`), also run alone by `graphrunner beat`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from celery import bootsteps
+
+from graphrunner.cluster import guard, sweeper
+
+if TYPE_CHECKING:
+    from graphrunner.cluster.context import Cluster
+
+log = logging.getLogger("graphrunner.worker")
+TIMER_TICK = 0.5  # seconds between two looks for due timers
+
+
+class Housekeeper:
+    """Moves due timers onto their queues and runs sweeper passes, in a daemon thread."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next_sweep = time.monotonic() + cluster.settings.sweep_interval
+
+    def start(self) -> Housekeeper:
+        """Start the thread (once)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self.run, name="graphrunner-housekeeping", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread and wait for it."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def run(self) -> None:
+        """Tick until stopped."""
+        while not self._stop.wait(TIMER_TICK):
+            self.tick()
+
+    def tick(self) -> None:
+        """One round: move due timers; sweep when a pass is due. Never raises."""
+        try:
+            while self.cluster.publisher.pump(time.time()) >= 100:
+                pass  # a backlog of due timers: keep moving them
+        except Exception as exc:
+            log.warning("moving due timers failed (%s); will try again", exc)
+        if time.monotonic() >= self._next_sweep:
+            self._next_sweep = time.monotonic() + self.cluster.settings.sweep_interval
+            try:
+                sweeper.sweep(self.cluster)
+            except Exception as exc:
+                log.warning("sweeper pass failed (%s); will try again", exc)
+
+
+class Vouch(bootsteps.StartStopStep):  # type: ignore[misc]
+    """A consumer bootstep: vouch for the messages this worker holds, and run its `Housekeeper`."""
+
+    requires = ("celery.worker.consumer.tasks:Tasks",)
+    cluster: Cluster  # set on the subclass a worker registers (`WorkerRuntime`)
+
+    def __init__(self, parent: Any, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        self.tref: Any = None
+        self.keeper: Housekeeper | None = None
+
+    def start(self, consumer: Any) -> None:
+        """Start vouching (Redis brokers) and housekeeping; refused messages go to this store."""
+        guard.SINK[:] = [self.cluster.store]
+        broker = self.cluster.publisher.broker
+        if broker is not None and _qos(consumer) is not None:
+            every = max(1.0, self.cluster.settings.visibility_timeout / 4)
+            self.tref = consumer.timer.call_repeatedly(every, self.vouch, (consumer,), priority=10)
+        self.keeper = Housekeeper(self.cluster).start()
+
+    def vouch(self, consumer: Any) -> None:
+        """Mark every message this worker holds as delivered now. Never raises."""
+        qos, broker = _qos(consumer), self.cluster.publisher.broker
+        if qos is None or broker is None:
+            return
+        for _ in range(3):
+            try:
+                tags = list(qos._delivered)
+                break
+            except RuntimeError:  # changed while read (a pool thread acknowledged): read again
+                continue
+        else:
+            return
+        try:
+            broker.refresh(tags)
+        except Exception as exc:
+            log.warning("could not vouch for %d held message(s) (%s)", len(tags), exc)
+
+    def stop(self, consumer: Any) -> None:
+        """Stop vouching and housekeeping."""
+        if self.tref is not None:
+            self.tref.cancel()
+            self.tref = None
+        if self.keeper is not None:
+            self.keeper.stop()
+            self.keeper = None
+
+    shutdown = stop
+
+
+def _qos(consumer: Any) -> Any:
+    """The Redis QoS of the consumer's task channel (None for other transports)."""
+    channel = getattr(getattr(consumer, "task_consumer", None), "channel", None)
+    qos = getattr(channel, "qos", None)
+    return qos if hasattr(qos, "unacked_index_key") and hasattr(qos, "_delivered") else None

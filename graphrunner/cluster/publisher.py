@@ -1,0 +1,195 @@
+"""The sending side of the cluster: how a message gets from a commit to the broker.
+
+Every message that carries a run forward goes through the store first, in the same atomic
+write as the change it follows (a transactional outbox):
+
+- the broker is the store's own Redis (`direct`): the store's script pushes the kombu
+  envelope onto the queue itself; nothing is left to publish;
+- another Redis broker: the envelope is committed to the run's outbox, then pushed onto the
+  broker's queue (`flush`) and trimmed from the outbox;
+- any other broker (RabbitMQ): the message is committed to the outbox, then published by
+  Celery (`send_task`).
+
+A worker that dies between commit and publish leaves the message in the outbox, where the
+sweeper finds it and publishes it again. Durable timers (retry backoffs, durable sleeps,
+polls) are sent the same way with a due time; `pump` moves the due ones onto their queues.
+Foreach items are Celery chords, published by Celery.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from graphrunner.cluster.broker import RedisBroker
+from graphrunner.cluster.envelope import Envelope
+from graphrunner.cluster.messages import ITEM_TASK, STEP_TASK, Outgoing
+from graphrunner.compiled import CompiledGraph
+from graphrunner.engine import RunSnapshot
+from graphrunner.settings import Settings
+from graphrunner.store import Send, Store
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+PUBLISH_RETRY = {"max_retries": 10, "interval_start": 0.1, "interval_step": 0.5, "interval_max": 3}
+
+
+def is_redis_url(url: str | None) -> bool:
+    """The URL names a Redis server (a broker graphrunner can push envelopes onto)."""
+    return bool(url) and str(url).split("://", 1)[0] in ("redis", "rediss", "unix")
+
+
+class Publisher:
+    """Encodes, commits-to-send and publishes the cluster's messages (see the module docstring)."""
+
+    def __init__(self, settings: Settings, store: Store, *, app: Celery | None = None) -> None:
+        self.settings = settings
+        self.store = store
+        self._app = app
+        self._own_app: Celery | None = None  # made here, closed here
+        self.envelope = Envelope()
+        broker_url = settings.broker
+        self.broker: RedisBroker | None = None
+        client = getattr(store, "redis", None)  # a MemoryStore has none: its queues hold `Outgoing`s
+        if store.direct and client is not None:
+            self.broker = RedisBroker(client)
+        elif not store.direct and is_redis_url(broker_url):
+            assert broker_url is not None
+            self.broker = RedisBroker.from_url(broker_url)
+
+    @property
+    def app(self) -> Celery:
+        """The Celery app that publishes chords (and everything, on a broker that is not Redis)."""
+        if self._app is None:
+            from graphrunner.cluster.app import create_app
+
+            self._app = self._own_app = create_app(self.settings)
+        return self._app
+
+    # -- what to send -----------------------------------------------------------------------------
+
+    def queue_of(self, graph: CompiledGraph | None, node: str | None) -> str:
+        """The queue of a step at `node`: the node's own `queue`, else the default one."""
+        spec = graph.spec.nodes.get(node or "") if graph is not None else None
+        return getattr(spec, "queue", None) or self.settings.queue
+
+    def step(
+        self,
+        snap: RunSnapshot,
+        graph: CompiledGraph | None,
+        *,
+        due: float | None = None,
+        tracked: bool = True,
+    ) -> Outgoing:
+        """The message that takes (or goes on with) the step after `snap`, routed after its node."""
+        args = [snap.run_id, snap.step, snap.phase] if snap.phase else [snap.run_id, snap.step]
+        shadow = f"{snap.graph_id}:{snap.node or ''}"
+        return Outgoing(
+            task=STEP_TASK,
+            args=tuple(args),
+            queue=self.queue_of(graph, snap.node),
+            shadow=shadow,
+            due=due,
+            tracked=tracked,
+        )
+
+    def wake(self, parent: dict[str, Any]) -> Outgoing:
+        """The message that wakes a parent's step (`{run_id, step, phase}`) whose child has finished."""
+        args = (parent["run_id"], parent["step"], parent["phase"])
+        return Outgoing(
+            task=STEP_TASK, args=args, queue=self.settings.queue, shadow=f"{args[0]}:child-finished"
+        )
+
+    def item(self, payload: dict[str, Any], queue: str, shadow: str, due: float | None = None) -> Outgoing:
+        """The message of one foreach item (sent again later: a retry or a durable sleep)."""
+        return Outgoing(task=ITEM_TASK, args=(payload,), queue=queue, shadow=shadow, due=due)
+
+    def encode(self, out: Outgoing) -> Send:
+        """`out` as the store sends it: a kombu envelope for a Redis broker, else the message itself."""
+        if self.broker is not None:
+            tag, body = self.envelope.encode(out)
+        else:
+            tag, body = str(uuid.uuid4()), out.model_dump_json()
+        return Send(out.queue, body, tag, due=out.due, tracked=out.tracked)
+
+    def encode_all(self, outs: Iterable[Outgoing]) -> list[Send]:
+        """`encode` each message."""
+        return [self.encode(o) for o in outs]
+
+    # -- sending ---------------------------------------------------------------------------------------
+
+    def send(self, run_id: str, outs: Sequence[Outgoing]) -> None:
+        """Send messages no commit carries (the run `run_id` records the tracked one)."""
+        if not outs:
+            return
+        self.store.push(self.encode_all(outs), run_id)
+        self.flush(run_id)
+
+    def flush(self, run_id: str) -> int:
+        """Publish what the run's outbox holds (nothing to do when direct); how many were published."""
+        if self.store.direct:
+            return 0
+        pending = self.store.outbox(run_id)
+        for send in pending:
+            self.publish(send)
+        if pending:
+            self.store.trim_outbox(run_id, len(pending))
+        return len(pending)
+
+    def publish(self, send: Send) -> None:
+        """Put one encoded message on the broker (outside a commit)."""
+        if self.broker is not None:
+            self.broker.push(send.queue, send.body)
+            return
+        out = Outgoing.model_validate_json(send.body)
+        self.app.send_task(
+            out.task,
+            args=list(out.args),
+            queue=out.queue,
+            shadow=out.shadow,
+            retry=True,
+            retry_policy=PUBLISH_RETRY,
+        )
+
+    def pump(self, now: float, limit: int = 100) -> int:
+        """Move durable timers due by `now` onto their queues; how many were moved."""
+        taken = self.store.pump_timers(now, limit)
+        if not self.store.direct:
+            for send in taken:
+                self.publish(send)
+        return len(taken)
+
+    def fan_out(self, join: Outgoing, items: Sequence[Outgoing]) -> None:
+        """Send foreach item messages as a Celery chord whose body is `join` (the step's join)."""
+        from celery import chord
+
+        app = self.app
+        body = self._signature(app, join)
+        parts = [self._signature(app, item) for item in items]
+        if len(parts) >= 2:
+            chord(parts, body, app=app).apply_async()
+        elif parts:
+            parts[0].apply_async(link=body)
+        else:
+            body.apply_async()
+
+    @staticmethod
+    def _signature(app: Celery, out: Outgoing) -> Any:
+        return app.signature(
+            out.task,
+            args=list(out.args),
+            queue=out.queue,
+            shadow=out.shadow,
+            retry=True,
+            retry_policy=PUBLISH_RETRY,
+            immutable=True,
+        )
+
+    def close(self) -> None:
+        """Release the broker connections this publisher opened."""
+        if self._own_app is not None:
+            self._own_app.close()
+        if self.broker is not None and not self.store.direct:
+            self.broker.close()

@@ -1,0 +1,92 @@
+"""graphrunner's Celery tasks, thin: parse the message, hand it on, never drop it.
+
+A task body never raises for a run's sake: run errors are committed as failed runs by the
+executor, and an exception from a step is a failed run too. What does escape is trouble with
+Redis or the broker; the message then goes back on its queue (`Reject(requeue=True)`),
+marked redelivered, so a message that keeps failing is counted and, past
+GRAPHRUNNER_MAX_REDELIVERIES, fails its run instead of looping.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from celery.exceptions import Reject
+
+from graphrunner.cluster import guard
+from graphrunner.cluster.messages import ITEM_TASK, STEP_TASK, ItemMessage, StepMessage
+from graphrunner.errors import BadMessage
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from graphrunner.cluster.executor import StepExecutor
+    from graphrunner.cluster.items import ItemRunner
+
+log = logging.getLogger("graphrunner.worker")
+STRATEGY = "graphrunner.cluster.guard:guarded"
+
+
+def register_tasks(app: Celery, executor: StepExecutor, items: ItemRunner) -> None:
+    """Register the step task (run by `executor`) and the item task (run by `items`) on `app`."""
+
+    def step(self: Any, *args: Any, **kwargs: Any) -> str:
+        """Take one step of a run (thin: parse the message, let the executor do the rest)."""
+        try:
+            msg = StepMessage.parse(args, kwargs)
+        except BadMessage as exc:
+            guard.refuse(str(exc), task=STEP_TASK, queue=_queue(self), body=[list(args), kwargs])
+            return "bad_message"
+        try:
+            return executor.execute(msg, redelivered=_redelivered(self)).outcome
+        except Exception as exc:
+            raise _requeue(f"step {msg.step + 1} of run {msg.run_id}", exc) from None
+
+    def item(self: Any, *args: Any, **kwargs: Any) -> None:
+        """Run one foreach item and record its result; never fails (it is a chord part)."""
+        try:
+            msg = ItemMessage.parse(args, kwargs)
+        except BadMessage as exc:
+            guard.refuse(str(exc), task=ITEM_TASK, queue=_queue(self), body=[list(args), kwargs])
+            return
+        queue = _queue(self) or executor.cluster.settings.queue
+        shadow = self.request.shadow or f"{msg.graph_id}:item"
+        try:
+            with executor.heartbeats.beating(msg.run_id):
+                run = items.run(msg, redelivered=_redelivered(self), queue=queue, shadow=shadow)
+                executor.loops.run(run)
+        except Exception as exc:
+            raise _requeue(f"item {msg.index} of run {msg.run_id}", exc) from None
+
+    # shared=False: a second worker app in one process must not get this one's tasks
+    options: dict[str, Any] = {
+        "bind": True,
+        "acks_late": True,
+        "reject_on_worker_lost": True,
+        "shared": False,
+        "ignore_result": True,
+        "Strategy": STRATEGY,
+    }
+    app.task(name=STEP_TASK, **options)(step)
+    # chord parts store no result key of their own: the Redis backend counts a part in its
+    # chord-part script whether or not the result is stored, and the join reads the item
+    # records graphrunner keeps (storing one costs a GET and a SET per item)
+    app.task(name=ITEM_TASK, **options)(item)
+
+
+def _requeue(what: str, exc: Exception) -> Reject:
+    """Put the message back on its queue (marked redelivered): Redis or the broker is in trouble."""
+    log.warning("%s could not be handled (%s: %s); it goes back on its queue", what, type(exc).__name__, exc)
+    return Reject(f"{type(exc).__name__}: {exc}", requeue=True)
+
+
+def _redelivered(task: Any) -> bool:
+    """The broker delivered this message before without an acknowledgement (kombu sets the flag
+    when it restores a message of a lost worker or requeues a rejected one)."""
+    return bool((task.request.delivery_info or {}).get("redelivered"))
+
+
+def _queue(task: Any) -> str | None:
+    info = task.request.delivery_info or {}
+    return info.get("routing_key") if isinstance(info, dict) else None

@@ -1,0 +1,97 @@
+"""`WorkerRuntime`: what a worker process runs: the step executor, the item runner, their
+services, and the Celery app with graphrunner's tasks, message guard and housekeeping."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from celery import Celery
+
+from graphrunner.cluster.app import create_app
+from graphrunner.cluster.context import Cluster
+from graphrunner.cluster.executor import ExecutorOptions, StepExecutor
+from graphrunner.cluster.heartbeat import Heartbeats
+from graphrunner.cluster.housekeeping import Vouch
+from graphrunner.cluster.items import ItemRunner
+from graphrunner.cluster.loops import ThreadLoops
+from graphrunner.cluster.publisher import is_redis_url
+from graphrunner.cluster.tasks import register_tasks
+from graphrunner.compiled import CompiledHook
+from graphrunner.loading.hooks_file import load_hooks_file
+from graphrunner.services import StepServices
+from graphrunner.settings import Settings
+from graphrunner.store import Store
+
+GUARDED_TRANSPORT = "graphrunner.cluster.guard:RedisTransport"
+GUARDED_CONSUMER = "graphrunner.cluster.guard:GuardedConsumer"
+
+
+def options_of(settings: Settings) -> ExecutorOptions:
+    """The executor's pacing from the settings."""
+    return ExecutorOptions(
+        chunk=max(1, settings.fanout_chunk),
+        loop_slice=max(1.0, min(10.0, settings.visibility_timeout / 3)),
+        max_redeliveries=settings.max_redeliveries,
+    )
+
+
+def worker_app(settings: Settings) -> Celery:
+    """The Celery app of a worker: graphrunner's, with the guarded consumer (and transport)."""
+    app = create_app(settings)
+    app.conf.worker_consumer = GUARDED_CONSUMER
+    if is_redis_url(settings.broker):
+        app.conf.broker_transport = GUARDED_TRANSPORT
+    return app
+
+
+class WorkerRuntime:
+    """A worker's executor, item runner and Celery app, all from `settings` (see the module doc).
+
+    `deployment_hooks` default to the file GRAPHRUNNER_HOOKS names (a bad file raises
+    `ConfigurationError`); `store` replaces the configured Redis (the tests pass a `MemoryStore`).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        store: Store | None = None,
+        deployment_hooks: Sequence[CompiledHook] | None = None,
+        retry_seconds: float = 60.0,
+    ) -> None:
+        self.settings = settings
+        self.app = worker_app(settings)
+        if store is None:
+            self.cluster = Cluster.connect(settings, retry_seconds=retry_seconds, app=self.app)
+        else:
+            self.cluster = Cluster.over(settings, store, app=self.app)
+        if deployment_hooks is None:
+            deployment_hooks = load_hooks_file(settings.hooks_file) if settings.hooks_file else ()
+        self.services = StepServices.from_settings(
+            settings, cache=self.cluster.store, deployment_hooks=deployment_hooks
+        )
+        stall_after = float(settings.stall_after)
+        self.heartbeats = Heartbeats(self.cluster.store, min(30.0, stall_after / 4), stall_after)
+        self.loops = ThreadLoops()
+        self.executor = StepExecutor(
+            self.cluster,
+            self.services,
+            heartbeats=self.heartbeats,
+            options=options_of(settings),
+            loops=self.loops,
+        )
+        self.items = ItemRunner(
+            self.cluster.store,
+            self.cluster.publisher,
+            self.services,
+            max_redeliveries=settings.max_redeliveries,
+            stall_after=stall_after,
+        )
+        register_tasks(self.app, self.executor, self.items)
+        self.app.steps["consumer"].add(type("GraphrunnerVouch", (Vouch,), {"cluster": self.cluster}))
+
+    def close(self) -> None:
+        """Stop heartbeats, close event loops and connections (the worker has stopped)."""
+        self.heartbeats.stop()
+        self.loops.close()
+        self.cluster.close()

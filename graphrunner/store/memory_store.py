@@ -1,0 +1,488 @@
+"""`MemoryStore`: the `Store` interface in this process, for fast tests of the cluster's logic.
+
+It keeps what `RedisStore` keeps, with the same semantics (fenced commits, indexes, expiry by
+retention, progress deadlines, first-record-wins items, concurrency keys), and a broker of its
+own: `queues` holds the messages a commit pushed (newest first, like a Redis list), so a test
+can take them and hand them to the executor. Thread-safe; nothing is shared between instances.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from graphrunner.engine import RunSnapshot
+from graphrunner.engine.snapshot import FINISHED
+from graphrunner.store.base import Committed, Created, DeadLetter, Fence, Send, Sent, StepEntry
+from graphrunner.store.query import RunPage, RunQuery, RunSummary
+
+FINISHED_VALUES = frozenset(s.value for s in FINISHED)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class _Run:
+    fields: dict[str, Any]
+    steps: list[StepEntry] = field(default_factory=list)
+    path: list[str] = field(default_factory=list)
+    outbox: list[Send] = field(default_factory=list)
+    expires_at: int | None = None  # ms
+
+
+class MemoryStore:
+    """The in-memory implementation of `Store` (see the module docstring)."""
+
+    def __init__(self, *, direct: bool = True, retention_seconds: int = 7 * 24 * 3600) -> None:
+        self.direct = direct
+        self.retention_seconds = retention_seconds
+        self.queues: dict[str, list[str]] = defaultdict(list)
+        self.graphs: dict[str, dict[str, Any]] = {}
+        self._runs: dict[str, _Run] = {}
+        self._items: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
+        self._timers: dict[str, tuple[float, str, str]] = {}
+        self._progress: dict[str, int] = {}
+        self._cache: dict[str, tuple[float, str]] = {}
+        self._holders: dict[str, str] = {}
+        self._waiting: dict[str, list[str]] = defaultdict(list)
+        self._dead: list[DeadLetter] = []
+        self._dead_total = 0
+        self._sweep_lock_until = 0.0
+        self._seq = 0
+        self._lock = threading.RLock()
+
+    def ping(self) -> None:
+        """Always answers."""
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    # -- graphs and runs ---------------------------------------------------------------------------
+
+    def save_graph(self, content_hash: str, definition: dict[str, Any]) -> None:
+        """Store a graph definition once per content hash."""
+        with self._lock:
+            self.graphs.setdefault(content_hash, json.loads(json.dumps(definition)))
+
+    def load_graph(self, content_hash: str) -> dict[str, Any] | None:
+        """The stored definition for a content hash."""
+        return self.graphs.get(content_hash)
+
+    def _run(self, run_id: str) -> _Run | None:
+        run = self._runs.get(run_id)
+        if run is not None and run.expires_at is not None and run.expires_at <= _now_ms():
+            del self._runs[run_id]
+            return None
+        return run
+
+    def create_run(
+        self, snap: RunSnapshot, fingerprint: str, sends: Sequence[Send] = (), progress: float | None = None
+    ) -> Created:
+        """Create the run unless its id exists: record, indexes and first messages at once."""
+        with self._lock:
+            existing = self._run(snap.run_id)
+            if existing is not None:
+                return Created(False, existing.fields["fingerprint"])
+            now = _now_ms()
+            fields = {"fingerprint": fingerprint, "graph_id": snap.graph_id, "created_at": now}
+            self._runs[snap.run_id] = run = _Run(fields)
+            self._write(run, snap, now)
+            self._set_progress(snap.run_id, progress)
+            self._send(run, sends, now)
+            return Created(True)
+
+    def load_run(self, run_id: str, with_path: bool = False) -> RunSnapshot | None:
+        """The run's snapshot with its state (and its path when asked), or None for an unknown run."""
+        with self._lock:
+            run = self._run(run_id)
+            if run is None:
+                return None
+            data = {**json.loads(run.fields["snapshot"]), "state": json.loads(run.fields["state"])}
+            data["path"] = list(run.path) if with_path else ()
+        return RunSnapshot.model_validate(data)
+
+    def commit(
+        self,
+        fence: Fence,
+        snap: RunSnapshot,
+        records: Sequence[str] = (),
+        walked: Sequence[str] = (),
+        sends: Sequence[Send] = (),
+        progress: float | None = None,
+    ) -> Committed:
+        """Write the new snapshot, if the run is at `fence`, with everything that follows it."""
+        with self._lock:
+            run = self._run(snap.run_id)
+            if run is None:
+                return Committed(False, None, None)
+            f = run.fields
+            if (f["step"], f["phase"], f["status"]) != (fence.step, fence.phase, fence.status):
+                return Committed(False, f["step"], f["status"])
+            now = _now_ms()
+            self._write(run, snap, now)
+            for record in records:
+                run.steps.append(self._entry(record))
+            run.path += walked
+            self._send(run, sends, now)
+            self._set_progress(snap.run_id, progress)
+            if fence.status != snap.status.value:
+                self._restatus(run, fence.status, snap.status.value, now)
+            return Committed(True)
+
+    def _write(self, run: _Run, snap: RunSnapshot, now: int) -> None:
+        run.fields.update(
+            step=snap.step,
+            phase=snap.phase,
+            status=snap.status.value,
+            snapshot=snap.model_dump_json(exclude={"state", "path"}),
+            state=json.dumps(snap.state),
+            updated_at=now,
+        )
+
+    def _restatus(self, run: _Run, old: str, new: str, now: int) -> None:
+        if new in FINISHED_VALUES:
+            run.expires_at = now + self.retention_seconds * 1000
+        elif old in FINISHED_VALUES:
+            run.expires_at = None
+
+    def _set_progress(self, run_id: str, progress: float | None) -> None:
+        if progress is None:
+            self._progress.pop(run_id, None)
+        else:
+            self._progress[run_id] = int(progress * 1000)
+
+    def _entry(self, record: str) -> StepEntry:
+        self._seq += 1
+        return StepEntry(f"{_now_ms()}-{self._seq}", json.loads(record))
+
+    def run_fields(self, run_id: str) -> dict[str, str]:
+        """The raw record fields of a run (status, step, graph_id, timestamps)."""
+        with self._lock:
+            run = self._run(run_id)
+            wanted = ("status", "step", "graph_id", "created_at", "updated_at", "fingerprint")
+            return {k: str(run.fields[k]) for k in wanted if k in run.fields} if run else {}
+
+    def status_of(self, run_id: str) -> str | None:
+        """The run's status (None for an unknown run)."""
+        return self.run_fields(run_id).get("status")
+
+    def sent(self, run_id: str) -> Sent | None:
+        """The message the run last sent to carry itself forward (None if it sent none)."""
+        with self._lock:
+            run = self._run(run_id)
+            sent: Sent | None = run.fields.get("sent") if run else None
+            return sent
+
+    def claim_dispatch(self, run_id: str, phase: int) -> bool:
+        """Claim the sending of what the suspension at `phase` waits for (True once per phase)."""
+        with self._lock:
+            run = self._run(run_id)
+            if run is None or run.fields.get("dispatched", -1) >= phase:
+                return False
+            run.fields["dispatched"] = phase
+            return True
+
+    def count_redelivery(self, run_id: str, what: str) -> int:
+        """Count one more redelivery of `what` (a step and phase, or an item) of a run."""
+        with self._lock:
+            run = self._run(run_id)
+            if run is None:
+                return 0
+            key = f"redeliveries:{what}"
+            run.fields[key] = run.fields.get(key, 0) + 1
+            return int(run.fields[key])
+
+    # -- transcripts ---------------------------------------------------------------------------------
+
+    def note(self, run_id: str, record: str) -> None:
+        """Append a transcript record that commits nothing."""
+        with self._lock:
+            run = self._run(run_id)
+            if run is not None:
+                run.steps.append(self._entry(record))
+
+    def last_record(self, run_id: str) -> dict[str, Any]:
+        """The run's last transcript record ({} when it has none)."""
+        with self._lock:
+            run = self._run(run_id)
+            return dict(run.steps[-1].record) if run and run.steps else {}
+
+    def steps(self, run_id: str, after: str = "-", count: int | None = None) -> list[StepEntry]:
+        """Transcript records after entry id `after` (exclusive; `-` for all)."""
+        with self._lock:
+            run = self._run(run_id)
+            entries = list(run.steps) if run else []
+        if after not in ("-", "0", "0-0"):
+            ids = [e.id for e in entries]
+            entries = entries[ids.index(after) + 1 :] if after in ids else []
+        return entries[:count] if count is not None else entries
+
+    def wait_steps(self, run_id: str, after: str, block_ms: int) -> list[StepEntry]:
+        """Records after `after`, waiting up to `block_ms` for one to appear."""
+        deadline = time.monotonic() + block_ms / 1000
+        while True:
+            found = self.steps(run_id, after)
+            if found or time.monotonic() >= deadline:
+                return found
+            time.sleep(0.005)
+
+    # -- messages --------------------------------------------------------------------------------------
+
+    def _send(self, run: _Run | None, sends: Sequence[Send], now: int) -> None:
+        for send in sends:
+            if send.due is not None:
+                self._timers[send.tag] = (send.due, send.queue, send.body)
+            elif self.direct:
+                self.queues[send.queue].insert(0, send.body)
+            elif run is not None:
+                run.outbox.append(send)
+            if send.tracked and run is not None:
+                run.fields["sent"] = Sent(send.tag, send.queue, now)
+
+    def push(self, sends: Sequence[Send], run_id: str) -> None:
+        """Send messages no commit carries, for run `run_id` (which records the tracked one)."""
+        with self._lock:
+            self._send(self._run(run_id), sends, _now_ms())
+
+    def pump_timers(self, now: float, limit: int = 100) -> list[Send]:
+        """Take the timers due by `now`: pushed onto their queues when direct; returned."""
+        with self._lock:
+            due = sorted((t for t in self._timers.items() if t[1][0] <= now), key=lambda t: t[1][0])[:limit]
+            taken = []
+            for tag, (_, queue, body) in due:
+                del self._timers[tag]
+                if self.direct:
+                    self.queues[queue].insert(0, body)
+                taken.append(Send(queue, body, tag=""))
+            return taken
+
+    def timer_due(self, tag: str) -> float | None:
+        """When the durable timer `tag` comes due (epoch s), None when it is not armed."""
+        timer = self._timers.get(tag)
+        return None if timer is None else timer[0]
+
+    def outbox(self, run_id: str) -> list[Send]:
+        """The run's messages committed but not yet published (oldest first)."""
+        with self._lock:
+            run = self._run(run_id)
+            return list(run.outbox) if run else []
+
+    def trim_outbox(self, run_id: str, count: int) -> None:
+        """Drop the `count` oldest outbox messages of the run."""
+        with self._lock:
+            run = self._run(run_id)
+            if run is not None:
+                del run.outbox[:count]
+
+    def dead_letter(self, letter: DeadLetter, keep: int = 10_000) -> int:
+        """Keep `letter` (newest first, at most `keep`); how many were refused in all."""
+        with self._lock:
+            self._dead.insert(0, letter)
+            del self._dead[keep:]
+            self._dead_total += 1
+            return self._dead_total
+
+    def dead_letters(self, count: int = 20) -> list[DeadLetter]:
+        """The newest `count` dead letters."""
+        return list(self._dead[:count])
+
+    def dead_total(self) -> int:
+        """How many messages workers have refused, ever."""
+        return self._dead_total
+
+    # -- items -------------------------------------------------------------------------------------------
+
+    def save_item(
+        self, run_id: str, tag: str, index: int, record: dict[str, Any], progress: float | None = None
+    ) -> bool:
+        """Record one foreach item's result; the first record of an index wins."""
+        with self._lock:
+            items = self._items[(run_id, tag)]
+            if index in items:
+                return False
+            items[index] = json.loads(json.dumps(record))
+            if progress is not None and run_id in self._progress:
+                self._progress[run_id] = max(self._progress[run_id], int(progress * 1000))
+            return True
+
+    def count_items(self, run_id: str, tag: str) -> int:
+        """How many distinct items of a foreach have a result."""
+        return len(self._items.get((run_id, tag), {}))
+
+    def load_items(self, run_id: str, tag: str, total: int) -> list[dict[str, Any] | None]:
+        """The results of items 0..total-1 in item order (None where missing)."""
+        items = self._items.get((run_id, tag), {})
+        return [items.get(i) for i in range(total)]
+
+    def missing_items(self, run_id: str, tag: str, start: int, stop: int) -> list[int]:
+        """The indexes in `[start, stop)` with no recorded result."""
+        items = self._items.get((run_id, tag), {})
+        return [i for i in range(start, stop) if i not in items]
+
+    def drop_items(self, run_id: str, tag: str) -> None:
+        """Delete a finished foreach's item results."""
+        with self._lock:
+            self._items.pop((run_id, tag), None)
+
+    # -- cache and concurrency keys ------------------------------------------------------------------------
+
+    def cache_get(self, digest: str) -> tuple[bool, Any]:
+        """(hit, value) for a cached node result."""
+        entry = self._cache.get(digest)
+        if entry is None or entry[0] < time.time():
+            return False, None
+        return True, json.loads(entry[1])
+
+    def cache_set(self, digest: str, value: Any, ttl: int) -> None:
+        """Cache a node result for `ttl` seconds."""
+        self._cache[digest] = (time.time() + max(1, ttl), json.dumps(value))
+
+    def acquire_key(self, key: str, run_id: str, queue: bool) -> tuple[str, str | None]:
+        """Take `key` for `run_id`: ("acquired", None), ("queued", holder) or ("refused", holder)."""
+        with self._lock:
+            holder = self._holders.get(key)
+            if holder is None or holder == run_id:
+                self._holders[key] = run_id
+                return "acquired", None
+            if not queue:
+                return "refused", holder
+            if run_id not in self._waiting[key]:
+                self._waiting[key].append(run_id)
+            return "queued", holder
+
+    def release_key(self, key: str, run_id: str) -> str | None:
+        """Hand `key` on from `run_id` (if it holds it): the next waiting run's id, or None."""
+        with self._lock:
+            if self._holders.get(key) != run_id:
+                return None
+            if self._waiting[key]:
+                self._holders[key] = self._waiting[key].pop(0)
+                return self._holders[key]
+            del self._holders[key]
+            return None
+
+    def key_holder(self, key: str) -> str | None:
+        """The run holding `key`, if any."""
+        return self._holders.get(key)
+
+    def unqueue(self, key: str, run_id: str) -> None:
+        """Take a waiting run off `key`'s queue."""
+        with self._lock:
+            self._waiting[key] = [r for r in self._waiting[key] if r != run_id]
+
+    # -- liveness ------------------------------------------------------------------------------------------
+
+    def beat(self, run_ids: Sequence[str], progress: float | None = None) -> None:
+        """Record a heartbeat on runs in flight; push their progress deadline to `progress`."""
+        with self._lock:
+            now = _now_ms()
+            for run_id in run_ids:
+                run = self._run(run_id)
+                if run is None:
+                    continue
+                run.fields["heartbeat"] = now
+                if run_id in self._progress:
+                    deadline = int((progress or 0) * 1000) or now
+                    self._progress[run_id] = max(self._progress[run_id], deadline)
+
+    def stalled(self, now: float, limit: int = 500) -> list[str]:
+        """Running runs whose progress deadline has passed by `now` (epoch s), earliest first."""
+        top = int(now * 1000)
+        due = sorted((score, run_id) for run_id, score in self._progress.items() if score <= top)
+        return [run_id for _, run_id in due[:limit]]
+
+    def touch(self, run_id: str, progress: float) -> None:
+        """Set the run's progress deadline to `progress` (epoch s), if it is watched."""
+        with self._lock:
+            if run_id in self._progress:
+                self._progress[run_id] = int(progress * 1000)
+
+    def activity(self, run_ids: Sequence[str]) -> list[dict[str, str]]:
+        """Per run: status, step, phase, updated_at and heartbeat (ms)."""
+        wanted = ("status", "step", "phase", "updated_at", "heartbeat")
+        with self._lock:
+            runs = [self._run(r) for r in run_ids]
+            return [{k: str(r.fields[k]) for k in wanted if k in r.fields} if r else {} for r in runs]
+
+    def lock_sweep(self, seconds: int) -> bool:
+        """Take the sweeper's lock for `seconds` (False when another pass holds it)."""
+        with self._lock:
+            if self._sweep_lock_until > time.monotonic():
+                return False
+            self._sweep_lock_until = time.monotonic() + max(1, seconds)
+            return True
+
+    def unlock_sweep(self) -> None:
+        """Release the sweeper's lock."""
+        self._sweep_lock_until = 0.0
+
+    # -- listing -------------------------------------------------------------------------------------------
+
+    def list_runs(
+        self, graph_id: str | None = None, status: str | None = None, limit: int = 50, offset: int = 0
+    ) -> Sequence[RunSummary]:
+        """Runs newest first, filtered by graph id and/or status."""
+        return list(self.page_runs(RunQuery.build(graph_id, status, limit, offset)).runs)
+
+    def page_runs(self, query: RunQuery) -> RunPage:
+        """A page of runs matching `query`, newest first (ties by run id, descending)."""
+        with self._lock:
+            rows = [self._summary(run_id) for run_id in list(self._runs)]
+        found = sorted(
+            (r for r in rows if r is not None and self._matches(r, query)),
+            key=lambda r: (r.created_at, r.run_id),
+            reverse=True,
+        )
+        top, skip = query.start()
+        if top is not None:
+            found = [r for r in found if r.created_at <= top]
+        start = skip if query.cursor is None else self._after_ties(found, top, skip)
+        page = tuple(found[start : start + query.limit])
+        if start + query.limit >= len(found) or not page:
+            return RunPage(page)
+        last = page[-1].created_at
+        ties = sum(1 for r in found[: start + len(page)] if r.created_at == last)
+        return RunPage(page, f"{last}-{ties}")
+
+    @staticmethod
+    def _after_ties(found: list[RunSummary], top: int | None, skip: int) -> int:
+        """Where a cursor's page starts: after `skip` runs created at `top`."""
+        ties = [i for i, r in enumerate(found) if r.created_at == top]
+        return ties[skip] if skip < len(ties) else (ties[-1] + 1 if ties else 0)
+
+    def _summary(self, run_id: str) -> RunSummary | None:
+        run = self._run(run_id)
+        if run is None:
+            return None
+        f = run.fields
+        return RunSummary(
+            run_id, f["graph_id"], f["status"], int(f["step"]), f["created_at"], f["updated_at"]
+        )
+
+    @staticmethod
+    def _matches(row: RunSummary, query: RunQuery) -> bool:
+        if query.graph_id is not None and row.graph_id != query.graph_id:
+            return False
+        if query.status is not None and row.status != query.status:
+            return False
+        return query.since_ms is None or row.created_at >= query.since_ms
+
+    def prune_expired(self, now_ms: int | None = None, batch: int = 1000) -> int:
+        """Forget runs whose retention has passed by `now_ms`; how many were pruned."""
+        if batch < 1:
+            raise ValueError(f"batch must be at least 1, got {batch}")
+        now = _now_ms() if now_ms is None else now_ms
+        with self._lock:
+            gone = [
+                r for r, run in self._runs.items() if run.expires_at is not None and run.expires_at <= now
+            ]
+            for run_id in gone:
+                del self._runs[run_id]
+            return len(gone)
