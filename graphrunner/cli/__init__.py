@@ -6,6 +6,7 @@ import click
 
 from graphrunner import __version__
 from graphrunner.cli.lifecycle import cancel, sweep
+from graphrunner.cli.queues import queues
 from graphrunner.cli.run import run
 from graphrunner.cli.runs import resume, state, status, steps, submit, wait, watch
 from graphrunner.cli.runs_list import list_runs
@@ -42,5 +43,6 @@ main.add_command(schema)
 main.add_command(worker)
 main.add_command(flower)
 main.add_command(beat)
+main.add_command(queues)
 
 __all__ = ["main"]

@@ -19,6 +19,7 @@ import redis
 from graphrunner.cluster.envelope import sent_at
 from graphrunner.store import Sent
 
+BINDINGS = "_kombu.binding.*"  # one set per exchange: `<routing key>\x06\x16<pattern>\x06\x16<queue>`
 UNACKED = "unacked"
 UNACKED_INDEX = "unacked_index"
 PRIORITY_SEP = "\x06\x16"
@@ -78,6 +79,17 @@ class RedisBroker:
         counts = pipe.execute()
         steps = len(PRIORITY_STEPS)
         return {q: sum(counts[i * steps : (i + 1) * steps]) for i, q in enumerate(names)}
+
+    def task_queues(self) -> list[str]:
+        """The task queues workers have declared (Celery binds each to an exchange of its name)."""
+        found = []
+        for key in self.redis.scan_iter(BINDINGS):
+            exchange = key.removeprefix(BINDINGS[:-1])
+            for member in self.redis.smembers(key):
+                queue = member.split(PRIORITY_SEP)[-1]
+                if queue == exchange:
+                    found.append(queue)
+        return sorted(set(found))
 
     def unacked(self) -> int:
         """Messages held unacknowledged by workers (all queues)."""

@@ -86,6 +86,7 @@ def sweep(cluster: Cluster) -> SweepReport:
                 report.repaired.append(repair)
         report.repaired += _pending_keys(cluster)
         report.pruned = store.prune_expired()
+        store.swept(now_ms())
     finally:
         store.unlock_sweep()
     for repair in report.repaired:

@@ -102,6 +102,11 @@ def timer_bodies() -> str:
     return f"{PREFIX}:timers:bodies"
 
 
+def last_sweep() -> str:
+    """String: when (ms) the last sweeper pass ended."""
+    return f"{PREFIX}:sweep:last"
+
+
 def dead_letters() -> str:
     """List: messages workers refused (newest first), capped; JSON records."""
     return f"{PREFIX}:dead"

@@ -55,6 +55,7 @@ class MemoryStore:
         self._dead: list[DeadLetter] = []
         self._dead_total = 0
         self._sweep_lock_until = 0.0
+        self._last_sweep: int | None = None
         self._seq = 0
         self._lock = threading.RLock()
 
@@ -268,6 +269,10 @@ class MemoryStore:
         timer = self._timers.get(tag)
         return None if timer is None else timer[0]
 
+    def timers_armed(self) -> int:
+        """How many durable timers are armed."""
+        return len(self._timers)
+
     def outbox(self, run_id: str) -> list[Send]:
         """The run's messages committed but not yet published (oldest first)."""
         with self._lock:
@@ -422,6 +427,14 @@ class MemoryStore:
     def unlock_sweep(self) -> None:
         """Release the sweeper's lock."""
         self._sweep_lock_until = 0.0
+
+    def swept(self, at_ms: int) -> None:
+        """Record that a sweeper pass ended at `at_ms`."""
+        self._last_sweep = at_ms
+
+    def last_sweep(self) -> int | None:
+        """When (ms) the last sweeper pass ended; None if none has."""
+        return self._last_sweep
 
     # -- listing -------------------------------------------------------------------------------------------
 

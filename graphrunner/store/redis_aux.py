@@ -172,6 +172,15 @@ class LivenessMixin(RedisConnection):
         """Release the sweeper's lock."""
         self._call(lambda: self.redis.delete(keys.sweep_lock()))
 
+    def swept(self, at_ms: int) -> None:
+        """Record that a sweeper pass ended at `at_ms`."""
+        self._call(lambda: self.redis.set(keys.last_sweep(), at_ms))
+
+    def last_sweep(self) -> int | None:
+        """When (ms) the last sweeper pass ended; None if none has."""
+        raw = self._call(lambda: self.redis.get(keys.last_sweep()))
+        return int(raw) if raw else None
+
 
 class DeadLettersMixin(RedisConnection):
     """Messages workers refused: counted, the newest `keep` kept for `graphrunner queues --dead`."""

@@ -286,6 +286,10 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         score = self._call(lambda: self.redis.zscore(keys.timers(), tag))
         return None if score is None else float(score) / 1000
 
+    def timers_armed(self) -> int:
+        """How many durable timers are armed (not yet due or not yet moved)."""
+        return int(self._call(lambda: self.redis.zcard(keys.timers())))
+
     def outbox(self, run_id: str) -> list[Send]:
         """The run's messages committed but not yet published (oldest first)."""
         raw = self._call(lambda: self.redis.lrange(keys.outbox(run_id), 0, -1))

@@ -23,3 +23,21 @@ def kill_self(marker: str) -> dict[str, int]:
         fh.write(f"{os.getpid()}\n")
     os.kill(os.getpid(), signal.SIGKILL)
     return {}
+
+
+def tick(marker: str, run: str, pause: float) -> dict[str, int]:
+    """Count one call for `run` (a line in `<marker>/ticks-<run>`), after `pause` seconds."""
+    time.sleep(pause)
+    with (Path(marker) / f"ticks-{run}").open("a", encoding="utf-8") as fh:
+        fh.write(f"{os.getpid()}\n")
+    return {"pid": os.getpid()}
+
+
+def flaky_once(marker: str) -> dict[str, int]:
+    """Fail (transient) on the first call, succeed after; calls counted in `<marker>/flaky`."""
+    path = Path(marker) / "flaky"
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(f"{os.getpid()}\n")
+    if len(path.read_text().splitlines()) == 1:
+        raise ConnectionError("the first call fails")
+    return {"pid": os.getpid()}

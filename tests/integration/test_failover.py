@@ -1,0 +1,288 @@
+"""Failover (DESIGN §4): a worker that dies at any instant loses no run and applies no step twice.
+
+Worker processes here run with a short visibility timeout, stall time and sweep interval (a few
+seconds instead of 20, 20 and 5), so the tests wait seconds, not half a minute; the figures with
+the default settings are measured by `python -m benchmarks.failover`. Nothing here asserts how
+fast anything happened: every wait is for a condition, with a generous deadline.
+"""
+
+from __future__ import annotations
+
+import random
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import lines, uid, wait_for
+from worker_procs import WorkerProcess
+
+from graphrunner import parse_graph
+from graphrunner.client import Client, RunHandle
+from graphrunner.cluster.messages import StepMessage
+from graphrunner.cluster.worker import WorkerRuntime
+from graphrunner.embedded import EmbeddedRedis
+from graphrunner.settings import Settings
+
+FAST = {
+    "GRAPHRUNNER_VISIBILITY_TIMEOUT": "2",
+    "GRAPHRUNNER_STALL_AFTER": "3",
+    "GRAPHRUNNER_SWEEP_INTERVAL": "1",
+}
+
+
+@pytest.fixture
+def private_redis() -> Iterator[EmbeddedRedis]:
+    """A Redis of this test's own, so no other worker takes its messages."""
+    with EmbeddedRedis() as server:
+        yield server
+
+
+def env_for(worker_env: dict[str, Any], url: str, **extra: str) -> dict[str, Any]:
+    return {**worker_env, "GRAPHRUNNER_REDIS_URL": url, **FAST, **extra}
+
+
+def start(env: dict[str, Any], tmp_path: Path, concurrency: int = 1) -> WorkerProcess:
+    worker = WorkerProcess(f"w-{uid()}", env, tmp_path, concurrency=concurrency)
+    worker.wait_ready()
+    return worker
+
+
+def graph_of(text: str, tmp_path: Path) -> Any:
+    return parse_graph(textwrap.dedent(text).replace("MARKER", str(tmp_path)))
+
+
+def statuses(run: RunHandle) -> list[str]:
+    return [record["status"] for record in run.steps()]
+
+
+SLOW = """
+    id: fail/slow
+    config: {start: slow}
+    nodes:
+      slow:
+        action: {tool: python, params: {fn: "crash_targets:slow_step", args: {marker: MARKER, seconds: 7}}}
+        retry: {max_attempts: 1}
+"""
+
+
+def test_a_live_worker_vouches_for_a_step_longer_than_the_visibility_timeout(
+    private_redis: EmbeddedRedis, worker_env: dict[str, Any], tmp_path: Path
+) -> None:
+    env = env_for(worker_env, private_redis.url)
+    workers = [start(env, tmp_path), start(env, tmp_path)]  # the idle one would take a restored message
+    client = Client(private_redis.url)
+    try:
+        result = client.submit(graph_of(SLOW, tmp_path)).wait(timeout=90)
+        assert result.status == "completed", result.error
+        assert len(lines(tmp_path / "calls")) == 1  # never delivered again while its worker lived
+    finally:
+        client.close()
+        for worker in workers:
+            worker.stop()
+
+
+WAITS = {
+    "durable sleep": (
+        """
+        id: fail/sleep
+        state: {log: {type: list, default: [], reducer: append}}
+        config: {start: nap}
+        nodes:
+          nap: {action: {tool: sleep, params: {seconds: 3}}, assign: {log: [slept]}, next: after}
+          after: {type: gate, assign: {log: [after]}}
+        """,
+        "sleeping",
+    ),
+    "retry backoff": (
+        """
+        id: fail/retry
+        state: {log: {type: list, default: [], reducer: append}}
+        config: {start: flaky}
+        nodes:
+          flaky:
+            action: {tool: python, params: {fn: "crash_targets:flaky_once", args: {marker: MARKER}}}
+            retry: {max_attempts: 3, initial: 3, jitter: 0, on: [transient]}
+            assign: {log: [flaky]}
+            next: after
+          after: {type: gate, assign: {log: [after]}}
+        """,
+        "retry",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(WAITS))
+def test_a_step_waiting_on_a_timer_goes_on_when_its_worker_is_gone(
+    kind: str, private_redis: EmbeddedRedis, worker_env: dict[str, Any], tmp_path: Path
+) -> None:
+    text, record = WAITS[kind]
+    env = env_for(worker_env, private_redis.url)
+    first = start(env, tmp_path)
+    client = Client(private_redis.url)
+    second = None
+    try:
+        run = client.submit(graph_of(text, tmp_path))
+        wait_for(lambda: record in statuses(run), 30, f"the {record} record")
+        first.kill()  # it held no message: the wait is a timer in Redis, moved by any worker
+        second = start(env, tmp_path)
+        result = run.wait(timeout=60)
+        assert result.status == "completed", result.error
+        assert result.state["log"][-1] == "after"
+        assert [r["step"] for r in result.steps if r["status"] in ("ok", "end")] == [1, 2]
+    finally:
+        client.close()
+        first.kill()
+        if second is not None:
+            second.stop()
+
+
+LOOP = """
+    id: fail/loop
+    inputs: {steps: {type: integer, required: true}}
+    state: {n: {type: integer, default: 0}}
+    config: {start: tick, max_steps: 1000}
+    nodes:
+      tick:
+        action: {tool: python, params: {fn: "crash_targets:tick", args: {marker: MARKER, run: "${run.id}", pause: 0.02}}}
+        assign: {n: "${state.n + 1}"}
+        next: [{to: tick, when: "state.n < inputs.steps"}, {to: $end}]
+"""
+
+
+def test_workers_killed_over_and_over_lose_no_run_and_apply_no_step_twice(
+    private_redis: EmbeddedRedis, worker_env: dict[str, Any], tmp_path: Path
+) -> None:
+    env = env_for(worker_env, private_redis.url)
+    workers = [start(env, tmp_path, concurrency=2) for _ in range(3)]
+    client = Client(private_redis.url)
+    chooser = random.Random(7)
+    try:
+        graph = graph_of(LOOP, tmp_path)
+        runs = [client.submit(graph, {"steps": 40}) for _ in range(20)]
+        for _ in range(4):  # SIGKILL a worker at some instant, start another
+            time.sleep(1.5)
+            victim = workers.pop(chooser.randrange(len(workers)))
+            victim.kill()
+            workers.append(start(env, tmp_path, concurrency=2))
+        for run in runs:
+            result = run.wait(timeout=180)
+            assert result.status == "completed", result.error
+            assert result.state["n"] == 40  # every transition applied exactly once
+            assert [r["step"] for r in result.steps if r["status"] in ("ok", "end")] == list(range(1, 41))
+            assert len(lines(tmp_path / f"ticks-{run.id}")) >= 40  # actions at least once
+    finally:
+        client.close()
+        for worker in workers:
+            worker.stop()
+
+
+COUNTER = """
+    id: fail/outbox
+    state: {n: {type: integer, default: 0}}
+    config: {start: add}
+    nodes:
+      add:
+        type: gate
+        assign: {n: "${state.n + 1}"}
+        next: [{to: add, when: "state.n < 5"}, {to: $end}]
+"""
+
+
+@pytest.fixture
+def broker_redis() -> Iterator[EmbeddedRedis]:
+    """A second Redis, as the broker: the store's commits go through the outbox."""
+    with EmbeddedRedis() as server:
+        yield server
+
+
+def test_runs_go_through_the_outbox_when_the_broker_is_another_redis(
+    private_redis: EmbeddedRedis, broker_redis: EmbeddedRedis, worker_env: dict[str, Any], tmp_path: Path
+) -> None:
+    env = env_for(worker_env, private_redis.url, GRAPHRUNNER_BROKER_URL=broker_redis.url)
+    worker = start(env, tmp_path, concurrency=2)
+    client = Client(private_redis.url, broker_url=broker_redis.url)
+    try:
+        assert not client.store.direct
+        result = client.submit(graph_of(COUNTER, tmp_path)).wait(timeout=60)
+        assert result.status == "completed" and result.state == {"n": 5}
+        assert client.store.outbox(result.run_id) == []  # everything committed was published
+        assert not client.store.redis.exists("graphrunner")  # type: ignore[attr-defined]  # no queue here
+    finally:
+        client.close()
+        worker.stop()
+
+
+def test_an_outbox_message_of_a_worker_that_died_before_publishing_is_published_by_the_sweeper(
+    private_redis: EmbeddedRedis,
+    broker_redis: EmbeddedRedis,
+    worker_env: dict[str, Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = Settings(redis_url=private_redis.url, broker_url=broker_redis.url, stall_after=3)
+    client, runtime = Client(settings=settings), WorkerRuntime(settings)
+    worker = None
+    try:
+        run = client.submit(graph_of(COUNTER, tmp_path))
+        broker = runtime.cluster.publisher.broker
+        assert broker is not None and broker.redis.rpop(settings.queue) is not None  # taken here instead
+        monkeypatch.setattr(runtime.cluster.publisher, "flush", lambda run_id: 0)  # dies before publishing
+        assert runtime.executor.execute(StepMessage(run_id=run.id, step=0)).outcome == "committed"
+        assert len(client.store.outbox(run.id)) == 1 and broker.depths([settings.queue])[settings.queue] == 0
+        worker = start(
+            env_for(worker_env, private_redis.url, GRAPHRUNNER_BROKER_URL=broker_redis.url), tmp_path
+        )
+        result = run.wait(timeout=60)
+        assert result.status == "completed" and result.state == {"n": 5}
+        swept = [r for r in result.steps if r["status"] == "swept"]
+        assert [r["action"] for r in swept] == ["published_outbox"]
+    finally:
+        runtime.close()
+        client.close()
+        if worker is not None:
+            worker.stop()
+
+
+def test_a_commit_refused_by_redis_changes_nothing_and_the_step_comes_back(
+    private_redis: EmbeddedRedis, worker_env: dict[str, Any], tmp_path: Path
+) -> None:
+    env = env_for(worker_env, private_redis.url)
+    worker = start(env, tmp_path)
+    client = Client(private_redis.url, retry_seconds=30)
+    raw: Any = client.store.redis  # type: ignore[attr-defined]
+    try:
+        graph = graph_of(CRASH_SLOW, tmp_path)
+        run = client.submit(graph)
+        wait_for(lambda: (tmp_path / "calls").exists(), 30, "the slow step to start")
+        raw.config_set("maxmemory", 1)  # every write is refused (noeviction): the commit fails
+        wait_for(
+            lambda: "goes back on its queue" in worker.log.read_text(errors="replace"), 30, "a refused commit"
+        )
+        assert client.store.load_run(run.id).step == 1  # type: ignore[union-attr]  # nothing of step 2
+        raw.config_set("maxmemory", 0)
+        result = run.wait(timeout=90)
+        assert result.status == "completed", result.error
+        assert result.state["log"] == ["a", "slow", "c"]
+        assert [r["step"] for r in result.steps if r["status"] in ("ok", "end")] == [1, 2, 3]
+    finally:
+        raw.config_set("maxmemory", 0)
+        client.close()
+        worker.stop()
+
+
+CRASH_SLOW = """
+    id: fail/refused
+    state: {log: {type: list, default: [], reducer: append}}
+    config: {start: a}
+    nodes:
+      a: {type: gate, assign: {log: [a]}, next: slow}
+      slow:
+        action: {tool: python, params: {fn: "crash_targets:slow_step", args: {marker: MARKER, seconds: 3}}}
+        retry: {max_attempts: 1}
+        assign: {log: [slow]}
+        next: c
+      c: {type: gate, assign: {log: [c]}}
+"""
