@@ -21,7 +21,8 @@ from worker_procs import WorkerProcess
 
 from graphrunner import parse_graph
 from graphrunner.client import Client, RunHandle
-from graphrunner.cluster.messages import StepMessage
+from graphrunner.cluster.envelope import Envelope
+from graphrunner.cluster.messages import STEP_TASK, Outgoing, StepMessage
 from graphrunner.cluster.worker import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.settings import Settings
@@ -286,3 +287,33 @@ CRASH_SLOW = """
         next: c
       c: {type: gate, assign: {log: [c]}}
 """
+
+
+def pushes(raw: Any) -> int:
+    """How many LPUSH commands Redis has run (also inside scripts): messages sent onto queues."""
+    stats = raw.info("commandstats")
+    return int(stats.get("cmdstat_lpush", {}).get("calls", 0))
+
+
+def test_a_late_duplicate_is_dropped_and_sends_nothing(  # issue 12, defect 3
+    private_redis: EmbeddedRedis, worker_env: dict[str, Any], tmp_path: Path
+) -> None:
+    worker = start(env_for(worker_env, private_redis.url), tmp_path)  # one worker, one pool process
+    client = Client(private_redis.url)
+    raw: Any = client.store.redis  # type: ignore[attr-defined]
+    try:
+        before = pushes(raw)
+        run = client.submit(graph_of(LOOP.replace("pause: 0.02", "pause: 0.05"), tmp_path), {"steps": 20})
+        wait_for(lambda: client.store.load_run(run.id).step >= 3, 30, "step 3")  # type: ignore[union-attr]
+        at = client.store.load_run(run.id).step  # type: ignore[union-attr]
+        dup = Outgoing(task=STEP_TASK, args=(run.id, at), queue="graphrunner", shadow="dup")
+        # a duplicate of the message of the step in flight (or next): with one worker and one pool
+        # process it is taken right after the original commits, when it is one step behind
+        raw.rpush("graphrunner", Envelope().encode(dup)[1])
+        result = run.wait(timeout=60)
+        assert result.status == "completed" and result.state["n"] == 20
+        assert pushes(raw) - before == 20  # one message per step: the duplicate re-sent nothing
+        assert len(lines(tmp_path / f"ticks-{run.id}")) == 20  # and ran nothing
+    finally:
+        client.close()
+        worker.stop()
