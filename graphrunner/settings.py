@@ -46,15 +46,15 @@ class Settings:
     redis_url: str | None = None
     broker_url: str | None = None
     queue: str = "graphrunner"
-    visibility_timeout: int = 3600
+    visibility_timeout: int = 20  # seconds until a dead worker's messages are delivered again
     prefetch: int = 1
     task_events: bool = False
     fanout_chunk: int = 1000
     cache_ttl: int = 86400
     hooks_file: Path | None = None
     retention: int = 604_800  # seconds a finished run (record, transcript, path) is kept
-    stall_after: int = 300  # seconds without progress or heartbeat before a running run is stalled
-    sweep_interval: int = 60  # seconds between the beat schedule's sweeps
+    stall_after: int = 20  # seconds without progress or heartbeat before the sweeper looks at a run
+    sweep_interval: int = 5  # seconds between a worker's sweeper passes (one at a time cluster-wide)
     max_redeliveries: int = 5  # redeliveries of one step (or item) before it is a poison message
 
     @classmethod

@@ -29,9 +29,11 @@ from collections.abc import Callable
 from queue import Empty
 from typing import Any
 
+import redis
 from celery.worker.consumer import Consumer
 from celery.worker.strategy import default as default_strategy
 from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual
 
 from graphrunner.cluster.messages import ITEM_TASK, STEP_TASK, ItemMessage, StepMessage
 from graphrunner.errors import BadMessage
@@ -108,8 +110,36 @@ def _body_problem(body: Any, encoding: Any) -> str | None:
     return None
 
 
+class GuardedQoS(kombu_redis.QoS):
+    """kombu's Redis acknowledgements, surviving a Redis that refuses writes (maxmemory).
+
+    kombu lets such an error escape into the worker's event loop, which stops the worker.
+    Here the message is only forgotten by this worker: it stays recorded as unacknowledged
+    in Redis, nobody vouches for it any more, and it is delivered again after the
+    visibility timeout (a finished step's message is then dropped as stale).
+    """
+
+    def ack(self, delivery_tag: str) -> None:
+        """Acknowledge; if Redis refuses, leave the message to come back."""
+        try:
+            super().ack(delivery_tag)  # type: ignore[no-untyped-call]
+        except redis.ResponseError as exc:
+            log.warning("could not acknowledge message %s (%s); it will come back", delivery_tag, exc)
+            virtual.QoS.ack(self, delivery_tag)  # type: ignore[no-untyped-call]
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        """Reject (requeue); if Redis refuses, leave the message to come back."""
+        try:
+            super().reject(delivery_tag, requeue=requeue)  # type: ignore[no-untyped-call]
+        except redis.ResponseError as exc:
+            log.warning("could not requeue message %s (%s); it will come back", delivery_tag, exc)
+            virtual.QoS.ack(self, delivery_tag)  # type: ignore[no-untyped-call]
+
+
 class GuardedChannel(kombu_redis.Channel):
     """kombu's Redis channel, refusing queue entries that are not kombu envelopes."""
+
+    QoS = GuardedQoS
 
     def basic_consume(self, queue: str, no_ack: bool, callback: Any, consumer_tag: str, **kwargs: Any) -> Any:
         """Consume from `queue`, checking each entry before kombu builds its message."""
@@ -132,6 +162,11 @@ class GuardedChannel(kombu_redis.Channel):
             return super()._brpop_read(**options)  # type: ignore[no-untyped-call]
         except (Empty, *self.connection_errors):
             raise
+        except redis.ResponseError as exc:  # taken, but Redis refused to record it (maxmemory)
+            log.error(
+                "a message taken off the queue could not be recorded (%s); the sweeper sends it again", exc
+            )
+            raise Empty() from None
         except Exception as exc:
             refuse(f"a queue entry that is not a JSON kombu envelope: {exc}", task=None, queue=None, body="")
             raise Empty() from None

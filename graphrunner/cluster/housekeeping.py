@@ -24,6 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from celery import bootsteps
+from celery.worker import state as worker_state
 
 from graphrunner.cluster import guard, sweeper
 
@@ -97,22 +98,20 @@ class Vouch(bootsteps.StartStopStep):  # type: ignore[misc]
         self.keeper = Housekeeper(self.cluster).start()
 
     def vouch(self, consumer: Any) -> None:
-        """Mark every message this worker holds as delivered now. Never raises."""
-        qos, broker = _qos(consumer), self.cluster.publisher.broker
-        if qos is None or broker is None:
-            return
-        for _ in range(3):
-            try:
-                tags = list(qos._delivered)
-                break
-            except RuntimeError:  # changed while read (a pool thread acknowledged): read again
-                continue
-        else:
+        """Mark every message this worker's tasks hold (reserved or running) as delivered now.
+
+        Celery's own bookkeeping says which: a message whose task has ended is never vouched
+        for, even if acknowledging or requeueing it failed (Redis away), so it comes back.
+        Never raises.
+        """
+        broker = self.cluster.publisher.broker
+        if broker is None:
             return
         try:
+            tags = held_tags()
             broker.refresh(tags)
         except Exception as exc:
-            log.warning("could not vouch for %d held message(s) (%s)", len(tags), exc)
+            log.warning("could not vouch for the held message(s) (%s)", exc)
 
     def stop(self, consumer: Any) -> None:
         """Stop vouching and housekeeping."""
@@ -124,6 +123,20 @@ class Vouch(bootsteps.StartStopStep):  # type: ignore[misc]
             self.keeper = None
 
     shutdown = stop
+
+
+def held_tags() -> list[str]:
+    """The delivery tags of the messages whose tasks this process has reserved or is running."""
+    for _ in range(5):
+        try:
+            requests = [*worker_state.reserved_requests, *worker_state.active_requests]
+            break
+        except RuntimeError:  # a pool thread changed the sets while they were read: read again
+            continue
+    else:
+        return []
+    tags = (getattr(getattr(r, "message", None), "delivery_tag", None) for r in requests)
+    return sorted({t for t in tags if isinstance(t, str)})
 
 
 def _qos(consumer: Any) -> Any:

@@ -259,9 +259,10 @@ def test_a_commit_refused_by_redis_changes_nothing_and_the_step_comes_back(
         run = client.submit(graph)
         wait_for(lambda: (tmp_path / "calls").exists(), 30, "the slow step to start")
         raw.config_set("maxmemory", 1)  # every write is refused (noeviction): the commit fails
-        wait_for(
-            lambda: "goes back on its queue" in worker.log.read_text(errors="replace"), 30, "a refused commit"
-        )
+        logged = lambda text: text in worker.log.read_text(errors="replace")  # noqa: E731
+        wait_for(lambda: logged("goes back on its queue"), 30, "a refused commit")
+        wait_for(lambda: logged("could not requeue message"), 30, "a refused requeue")
+        assert worker.process.poll() is None  # the worker survives a Redis that refuses writes
         assert client.store.load_run(run.id).step == 1  # type: ignore[union-attr]  # nothing of step 2
         raw.config_set("maxmemory", 0)
         result = run.wait(timeout=90)
