@@ -3,13 +3,13 @@
 It keeps what `RedisStore` keeps, with the same semantics (fenced commits, indexes, expiry by
 retention, progress deadlines, first-record-wins items, concurrency keys), and a broker of its
 own: `queues` holds the messages a commit pushed (newest first, like a Redis list), so a test
-can take them and hand them to the executor. Thread-safe; nothing is shared between instances.
+can take them and hand them to the executor (the publisher and the sweeper see them through
+`cluster.broker.MemoryBroker`). Thread-safe; nothing is shared between instances.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -18,8 +18,9 @@ from typing import Any
 
 from graphrunner.engine import RunSnapshot
 from graphrunner.engine.snapshot import FINISHED
-from graphrunner.store.base import Committed, Created, DeadLetter, Fence, Send, Sent, StepEntry
-from graphrunner.store.query import RunPage, RunQuery, RunSummary
+from graphrunner.store.base import Committed, Created, Fence, Send, Sent, StepEntry
+from graphrunner.store.memory_aux import MemoryAux
+from graphrunner.store.query import RunPage, RunQuery, RunSummary, page_of
 
 FINISHED_VALUES = frozenset(s.value for s in FINISHED)
 
@@ -51,27 +52,22 @@ class _Run:
         return self.expires_at is not None and self.expires_at <= now
 
 
-class MemoryStore:
+class MemoryStore(MemoryAux):
     """The in-memory implementation of `Store` (see the module docstring)."""
 
     def __init__(self, *, direct: bool = True, retention_seconds: int = 7 * 24 * 3600) -> None:
+        super().__init__()
         self.direct = direct
         self.retention_seconds = retention_seconds
         self.queues: dict[str, list[str]] = defaultdict(list)
+        self._bodies: dict[str, str] = {}  # what each message sent carries, by tag
         self.graphs: dict[str, dict[str, Any]] = {}
         self._runs: dict[str, _Run] = {}  # expired ones stay (unreadable) until pruned, as indexed ids do
         self._outboxes: dict[str, list[Send]] = defaultdict(list)  # by run id, like the run's Redis list
         self._items: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
         self._timers: dict[str, tuple[int, str, str]] = {}  # tag: (due in ms, queue, body)
         self._progress: dict[str, int] = {}
-        self._cache: dict[str, tuple[float, str]] = {}
-        self._holders: dict[str, str] = {}
-        self._waiting: dict[str, list[str]] = defaultdict(list)
-        self._dead: list[DeadLetter] = []
-        self._dead_total = 0
-        self._sweep_lock_until = 0.0
         self._last_id = (0, 0)  # of the newest transcript entry: ids only grow, as a stream's do
-        self._lock = threading.RLock()
 
     def ping(self) -> None:
         """Always answers."""
@@ -254,10 +250,11 @@ class MemoryStore:
 
     def _send(self, run_id: str, run: _Run | None, sends: Sequence[Send], now: int) -> None:
         for send in sends:
+            self._bodies[send.tag] = send.body
             if send.due is not None:
                 self._timers[send.tag] = (int(send.due * 1000), send.queue, send.body)
             elif self.direct:
-                self.queues[send.queue].insert(0, send.body)
+                self.enqueue(send.queue, send.body)
             else:
                 self._outboxes[run_id].append(send)
             if send.tracked and run is not None:
@@ -278,9 +275,20 @@ class MemoryStore:
             for tag, (_, queue, body) in due:
                 del self._timers[tag]
                 if self.direct:
-                    self.queues[queue].insert(0, body)
+                    self.enqueue(queue, body)
                 taken.append(Send(queue, body, tag=""))
             return taken
+
+    def enqueue(self, queue: str, body: str) -> None:
+        """Put a message on `queue` (newest first: the oldest is the last)."""
+        with self._lock:
+            self.queues[queue].insert(0, body)
+
+    def waiting(self, tag: str, queue: str) -> bool:
+        """The message sent with `tag` is waiting on `queue`."""
+        with self._lock:
+            body = self._bodies.get(tag)
+            return body is not None and body in self.queues.get(queue, ())
 
     def timer_due(self, tag: str) -> float | None:
         """When the durable timer `tag` comes due (epoch s), None when it is not armed."""
@@ -297,23 +305,6 @@ class MemoryStore:
         """Drop the `count` oldest outbox messages of the run."""
         with self._lock:
             del self._outboxes[run_id][:count]
-
-    def dead_letter(self, letter: DeadLetter, keep: int = 10_000) -> int:
-        """Keep `letter` (newest first, at most `keep`); how many were refused in all."""
-        with self._lock:
-            self._dead.insert(0, letter)
-            del self._dead[keep:]
-            self._dead_total += 1
-            return self._dead_total
-
-    def dead_letters(self, count: int = 20) -> list[DeadLetter]:
-        """The newest `count` dead letters."""
-        with self._lock:
-            return list(self._dead[: max(0, count)])
-
-    def dead_total(self) -> int:
-        """How many messages workers have refused, ever."""
-        return self._dead_total
 
     # -- items -------------------------------------------------------------------------------------------
 
@@ -354,55 +345,6 @@ class MemoryStore:
         with self._lock:
             self._items.pop((run_id, tag), None)
 
-    # -- cache and concurrency keys ------------------------------------------------------------------------
-
-    def cache_get(self, digest: str) -> tuple[bool, Any]:
-        """(hit, value) for a cached node result."""
-        with self._lock:
-            entry = self._cache.get(digest)
-        if entry is None or entry[0] < time.time():
-            return False, None
-        return True, json.loads(entry[1])
-
-    def cache_set(self, digest: str, value: Any, ttl: int) -> None:
-        """Cache a node result for `ttl` seconds."""
-        with self._lock:
-            self._cache[digest] = (time.time() + max(1, ttl), json.dumps(value))
-
-    def acquire_key(self, key: str, run_id: str, queue: bool) -> tuple[str, str | None]:
-        """Take `key` for `run_id`: ("acquired", None), ("queued", holder) or ("refused", holder)."""
-        with self._lock:
-            holder = self._holders.get(key)
-            if holder is None or holder == run_id:
-                self._holders[key] = run_id
-                return "acquired", None
-            if not queue:
-                return "refused", holder
-            if run_id not in self._waiting[key]:
-                self._waiting[key].append(run_id)
-            return "queued", holder
-
-    def release_key(self, key: str, run_id: str) -> str | None:
-        """Hand `key` on from `run_id` (if it holds it): the next waiting run's id, or None."""
-        with self._lock:
-            if self._holders.get(key) != run_id:
-                return None
-            if self._waiting[key]:
-                self._holders[key] = self._waiting[key].pop(0)
-                return self._holders[key]
-            del self._holders[key]
-            return None
-
-    def key_holder(self, key: str) -> str | None:
-        """The run holding `key`, if any."""
-        with self._lock:
-            return self._holders.get(key)
-
-    def unqueue(self, key: str, run_id: str) -> None:
-        """Take a waiting run off `key`'s queue."""
-        with self._lock:
-            self._waiting[key] = [r for r in self._waiting[key] if r != run_id]
-
     # -- liveness ------------------------------------------------------------------------------------------
 
     def beat(self, run_ids: Sequence[str], progress: float | None = None) -> None:
@@ -438,18 +380,6 @@ class MemoryStore:
             runs = [self._run(r) for r in run_ids]
             return [{k: str(r.fields[k]) for k in wanted if k in r.fields} if r else {} for r in runs]
 
-    def lock_sweep(self, seconds: int) -> bool:
-        """Take the sweeper's lock for `seconds` (False when another pass holds it)."""
-        with self._lock:
-            if self._sweep_lock_until > time.monotonic():
-                return False
-            self._sweep_lock_until = time.monotonic() + max(1, seconds)
-            return True
-
-    def unlock_sweep(self) -> None:
-        """Release the sweeper's lock."""
-        self._sweep_lock_until = 0.0
-
     # -- listing -------------------------------------------------------------------------------------------
 
     def list_runs(
@@ -462,27 +392,7 @@ class MemoryStore:
         """A page of runs matching `query`, newest first (ties by run id, descending)."""
         with self._lock:
             rows = [self._summary(run_id) for run_id in list(self._runs)]
-        found = sorted(
-            (r for r in rows if r is not None and self._matches(r, query)),
-            key=lambda r: (r.created_at, r.run_id),
-            reverse=True,
-        )
-        top, skip = query.start()
-        if top is not None:
-            found = [r for r in found if r.created_at <= top]
-        start = skip if query.cursor is None else self._after_ties(found, top, skip)
-        page = tuple(found[start : start + query.limit])
-        if start + query.limit >= len(found) or not page:
-            return RunPage(page)
-        last = page[-1].created_at
-        ties = sum(1 for r in found[: start + len(page)] if r.created_at == last)
-        return RunPage(page, f"{last}-{ties}")
-
-    @staticmethod
-    def _after_ties(found: list[RunSummary], top: int | None, skip: int) -> int:
-        """Where a cursor's page starts: after `skip` runs created at `top`."""
-        ties = [i for i, r in enumerate(found) if r.created_at == top]
-        return ties[skip] if skip < len(ties) else (ties[-1] + 1 if ties else 0)
+        return page_of([r for r in rows if r is not None], query)
 
     def _summary(self, run_id: str) -> RunSummary | None:
         run = self._run(run_id)
@@ -492,14 +402,6 @@ class MemoryStore:
         return RunSummary(
             run_id, f["graph_id"], f["status"], int(f["step"]), f["created_at"], f["updated_at"]
         )
-
-    @staticmethod
-    def _matches(row: RunSummary, query: RunQuery) -> bool:
-        if query.graph_id is not None and row.graph_id != query.graph_id:
-            return False
-        if query.status is not None and row.status != query.status:
-            return False
-        return query.since_ms is None or row.created_at >= query.since_ms
 
     def prune_expired(self, now_ms: int | None = None, batch: int = 1000) -> int:
         """Forget runs whose retention has passed (by `now_ms`, and by now); how many were pruned."""
