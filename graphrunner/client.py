@@ -45,15 +45,20 @@ class Client:
         broker_url: str | None = None,
         settings: Settings | None = None,
         retry_seconds: float = 5.0,
+        cluster: Cluster | None = None,
     ) -> None:
-        settings = settings or Settings.from_env()
-        if redis_url:
-            settings = settings.with_redis(redis_url)
-        if broker_url:
-            settings = replace(settings, broker_url=broker_url)
-        self.settings = settings
-        self.cluster = Cluster.connect(settings, retry_seconds=retry_seconds)
-        self.store = self.cluster.store
+        """A client of the cluster `settings` (overridden by `redis_url`, `broker_url`) name, or
+        of `cluster`, a connection made already (the unit tests pass one over a MemoryStore)."""
+        if cluster is None:
+            settings = settings or Settings.from_env()
+            if redis_url:
+                settings = settings.with_redis(redis_url)
+            if broker_url:
+                settings = replace(settings, broker_url=broker_url)
+            cluster = Cluster.connect(settings, retry_seconds=retry_seconds)
+        self.settings = cluster.settings
+        self.cluster = cluster
+        self.store = cluster.store
 
     def close(self) -> None:
         """Release the client's connections."""

@@ -1,4 +1,8 @@
-"""What graphrunner reads and writes of kombu's Redis transport: queues and unacknowledged messages.
+"""The broker as the cluster sees it: queues to push onto, and whether a message is still waiting.
+
+`Broker` is what the publisher, the sweeper and the vouching need of it. `RedisBroker` reads and
+writes kombu's Redis transport: its queues and unacknowledged messages. `MemoryBroker` is a
+`MemoryStore`'s own queues (the unit tests take messages from them and run them).
 
 kombu keeps a Redis queue as a list (`LPUSH` to send, `BRPOP` to take: the right end is
 next), one list per priority step (`<queue>\\x06\\x16<n>` for n > 0), and every message a
@@ -12,12 +16,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 
 from graphrunner.cluster.envelope import sent_at
 from graphrunner.store import Sent
+from graphrunner.store.memory_store import MemoryStore
 
 BINDINGS = "_kombu.binding.*"  # one set per exchange: `<routing key>\x06\x16<pattern>\x06\x16<queue>`
 UNACKED = "unacked"
@@ -29,6 +34,24 @@ PRIORITY_STEPS = (0, 3, 6, 9)
 def queue_lists(queue: str) -> list[str]:
     """The Redis lists of one kombu queue, one per priority step."""
     return [queue if p == 0 else f"{queue}{PRIORITY_SEP}{p}" for p in PRIORITY_STEPS]
+
+
+class Broker(Protocol):
+    """Queues messages are pushed onto and looked for."""
+
+    def push(self, queue: str, body: str) -> None: ...
+
+    def lost(self, sent: Sent) -> bool: ...
+
+    def depths(self, queues: Iterable[str]) -> dict[str, int]: ...
+
+    def refresh(self, tags: Sequence[str]) -> None: ...
+
+    def task_queues(self) -> list[str]: ...
+
+    def unacked(self) -> int: ...
+
+    def close(self) -> None: ...
 
 
 class RedisBroker:
@@ -103,3 +126,37 @@ class RedisBroker:
     def close(self) -> None:
         """Release the client's connections."""
         self.redis.close()
+
+
+class MemoryBroker:
+    """A `MemoryStore`'s queues as a broker. Nothing holds a message taken off one (whoever takes
+    it runs it at once), so a message not waiting on its queue is lost."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    def push(self, queue: str, body: str) -> None:
+        """Put a message on `queue`."""
+        self.store.enqueue(queue, body)
+
+    def lost(self, sent: Sent) -> bool:
+        """Message `sent` is not waiting on its queue."""
+        return not self.store.waiting(sent.tag, sent.queue)
+
+    def depths(self, queues: Iterable[str]) -> dict[str, int]:
+        """Messages waiting on each queue."""
+        return {q: len(self.store.queues.get(q, ())) for q in queues}
+
+    def refresh(self, tags: Sequence[str]) -> None:
+        """Nothing to vouch for: no worker holds these messages."""
+
+    def task_queues(self) -> list[str]:
+        """The queues messages were pushed onto."""
+        return sorted(self.store.queues)
+
+    def unacked(self) -> int:
+        """None held: a message taken off a queue is run at once."""
+        return 0
+
+    def close(self) -> None:
+        """Nothing to release."""

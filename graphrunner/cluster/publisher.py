@@ -22,13 +22,14 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from graphrunner.cluster.broker import RedisBroker
+from graphrunner.cluster.broker import Broker, MemoryBroker, RedisBroker
 from graphrunner.cluster.envelope import Envelope
 from graphrunner.cluster.messages import ITEM_TASK, STEP_TASK, Outgoing
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot
 from graphrunner.settings import Settings
 from graphrunner.store import Send, Store
+from graphrunner.store.memory_store import MemoryStore
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -41,6 +42,21 @@ def is_redis_url(url: str | None) -> bool:
     return bool(url) and str(url).split("://", 1)[0] in ("redis", "rediss", "unix")
 
 
+def broker_for(settings: Settings, store: Store) -> Broker | None:
+    """The queues the cluster's messages go to: a MemoryStore's own (they hold `Outgoing`s), the
+    store's Redis when it is the broker, another Redis broker; None for any other broker (Celery
+    publishes there, and nothing can be looked for)."""
+    if isinstance(store, MemoryStore):
+        return MemoryBroker(store)
+    client = getattr(store, "redis", None)
+    if store.direct and client is not None:
+        return RedisBroker(client)
+    broker_url = settings.broker
+    if not store.direct and broker_url is not None and is_redis_url(broker_url):
+        return RedisBroker.from_url(broker_url)
+    return None
+
+
 class Publisher:
     """Encodes, commits-to-send and publishes the cluster's messages (see the module docstring)."""
 
@@ -50,14 +66,7 @@ class Publisher:
         self._app = app
         self._own_app: Celery | None = None  # made here, closed here
         self.envelope = Envelope()
-        broker_url = settings.broker
-        self.broker: RedisBroker | None = None
-        client = getattr(store, "redis", None)  # a MemoryStore has none: its queues hold `Outgoing`s
-        if store.direct and client is not None:
-            self.broker = RedisBroker(client)
-        elif not store.direct and is_redis_url(broker_url):
-            assert broker_url is not None
-            self.broker = RedisBroker.from_url(broker_url)
+        self.broker = broker_for(settings, store)
 
     @property
     def app(self) -> Celery:
@@ -108,7 +117,7 @@ class Publisher:
 
     def encode(self, out: Outgoing) -> Send:
         """`out` as the store sends it: a kombu envelope for a Redis broker, else the message itself."""
-        if self.broker is not None:
+        if isinstance(self.broker, RedisBroker):
             tag, body = self.envelope.encode(out)
         else:
             tag, body = str(uuid.uuid4()), out.model_dump_json()

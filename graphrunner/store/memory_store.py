@@ -3,13 +3,13 @@
 It keeps what `RedisStore` keeps, with the same semantics (fenced commits, indexes, expiry by
 retention, progress deadlines, first-record-wins items, concurrency keys), and a broker of its
 own: `queues` holds the messages a commit pushed (newest first, like a Redis list), so a test
-can take them and hand them to the executor. Thread-safe; nothing is shared between instances.
+can take them and hand them to the executor (the publisher and the sweeper see them through
+`cluster.broker.MemoryBroker`). Thread-safe; nothing is shared between instances.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -18,8 +18,9 @@ from typing import Any
 
 from graphrunner.engine import RunSnapshot
 from graphrunner.engine.snapshot import FINISHED
-from graphrunner.store.base import Committed, Created, DeadLetter, Fence, Send, Sent, StepEntry
-from graphrunner.store.query import RunPage, RunQuery, RunSummary
+from graphrunner.store.base import Committed, Created, Fence, Send, Sent, StepEntry
+from graphrunner.store.memory_aux import MemoryAux
+from graphrunner.store.query import RunPage, RunQuery, RunSummary, page_of
 
 FINISHED_VALUES = frozenset(s.value for s in FINISHED)
 
@@ -28,36 +29,45 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _stream_id(text: str) -> tuple[int, int]:
+    """A stream entry id (`<ms>-<seq>`, or `<ms>`) as a comparable pair."""
+    ms, _, seq = text.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _copy(value: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of a JSON object, so nothing read from the store shares what it keeps."""
+    copied: dict[str, Any] = json.loads(json.dumps(value))
+    return copied
+
+
 @dataclass
 class _Run:
     fields: dict[str, Any]
     steps: list[StepEntry] = field(default_factory=list)
     path: list[str] = field(default_factory=list)
-    outbox: list[Send] = field(default_factory=list)
     expires_at: int | None = None  # ms
 
+    def expired(self, now: int) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
 
-class MemoryStore:
+
+class MemoryStore(MemoryAux):
     """The in-memory implementation of `Store` (see the module docstring)."""
 
     def __init__(self, *, direct: bool = True, retention_seconds: int = 7 * 24 * 3600) -> None:
+        super().__init__()
         self.direct = direct
         self.retention_seconds = retention_seconds
         self.queues: dict[str, list[str]] = defaultdict(list)
+        self._bodies: dict[str, str] = {}  # what each message sent carries, by tag
         self.graphs: dict[str, dict[str, Any]] = {}
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[str, _Run] = {}  # expired ones stay (unreadable) until pruned, as indexed ids do
+        self._outboxes: dict[str, list[Send]] = defaultdict(list)  # by run id, like the run's Redis list
         self._items: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
-        self._timers: dict[str, tuple[float, str, str]] = {}
+        self._timers: dict[str, tuple[int, str, str]] = {}  # tag: (due in ms, queue, body)
         self._progress: dict[str, int] = {}
-        self._cache: dict[str, tuple[float, str]] = {}
-        self._holders: dict[str, str] = {}
-        self._waiting: dict[str, list[str]] = defaultdict(list)
-        self._dead: list[DeadLetter] = []
-        self._dead_total = 0
-        self._sweep_lock_until = 0.0
-        self._last_sweep: int | None = None
-        self._seq = 0
-        self._lock = threading.RLock()
+        self._last_id = (0, 0)  # of the newest transcript entry: ids only grow, as a stream's do
 
     def ping(self) -> None:
         """Always answers."""
@@ -70,18 +80,17 @@ class MemoryStore:
     def save_graph(self, content_hash: str, definition: dict[str, Any]) -> None:
         """Store a graph definition once per content hash."""
         with self._lock:
-            self.graphs.setdefault(content_hash, json.loads(json.dumps(definition)))
+            self.graphs.setdefault(content_hash, _copy(definition))
 
     def load_graph(self, content_hash: str) -> dict[str, Any] | None:
-        """The stored definition for a content hash."""
-        return self.graphs.get(content_hash)
+        """The stored definition for a content hash (a copy, as a read from Redis is)."""
+        stored = self.graphs.get(content_hash)
+        return _copy(stored) if stored is not None else None
 
     def _run(self, run_id: str) -> _Run | None:
+        """The run's record, None when there is none or its retention has passed."""
         run = self._runs.get(run_id)
-        if run is not None and run.expires_at is not None and run.expires_at <= _now_ms():
-            del self._runs[run_id]
-            return None
-        return run
+        return None if run is None or run.expired(_now_ms()) else run
 
     def create_run(
         self, snap: RunSnapshot, fingerprint: str, sends: Sequence[Send] = (), progress: float | None = None
@@ -96,7 +105,7 @@ class MemoryStore:
             self._runs[snap.run_id] = run = _Run(fields)
             self._write(run, snap, now)
             self._set_progress(snap.run_id, progress)
-            self._send(run, sends, now)
+            self._send(snap.run_id, run, sends, now)
             return Created(True)
 
     def load_run(self, run_id: str, with_path: bool = False) -> RunSnapshot | None:
@@ -131,7 +140,7 @@ class MemoryStore:
             for record in records:
                 run.steps.append(self._entry(record))
             run.path += walked
-            self._send(run, sends, now)
+            self._send(snap.run_id, run, sends, now)
             self._set_progress(snap.run_id, progress)
             if fence.status != snap.status.value:
                 self._restatus(run, fence.status, snap.status.value, now)
@@ -160,8 +169,11 @@ class MemoryStore:
             self._progress[run_id] = int(progress * 1000)
 
     def _entry(self, record: str) -> StepEntry:
-        self._seq += 1
-        return StepEntry(f"{_now_ms()}-{self._seq}", json.loads(record))
+        """A transcript entry with an id `<ms>-<seq>` above every earlier one (as Redis streams do)."""
+        ms, seq = self._last_id
+        now = _now_ms()
+        self._last_id = (now, 0) if now > ms else (ms, seq + 1)
+        return StepEntry("{}-{}".format(*self._last_id), json.loads(record))
 
     def run_fields(self, run_id: str) -> dict[str, str]:
         """The raw record fields of a run (status, step, graph_id, timestamps)."""
@@ -220,9 +232,9 @@ class MemoryStore:
         with self._lock:
             run = self._run(run_id)
             entries = list(run.steps) if run else []
-        if after not in ("-", "0", "0-0"):
-            ids = [e.id for e in entries]
-            entries = entries[ids.index(after) + 1 :] if after in ids else []
+        if after != "-":
+            start = _stream_id(after)
+            entries = [e for e in entries if _stream_id(e.id) > start]
         return entries[:count] if count is not None else entries
 
     def wait_steps(self, run_id: str, after: str, block_ms: int) -> list[StepEntry]:
@@ -236,38 +248,53 @@ class MemoryStore:
 
     # -- messages --------------------------------------------------------------------------------------
 
-    def _send(self, run: _Run | None, sends: Sequence[Send], now: int) -> None:
+    def _send(self, run_id: str, run: _Run | None, sends: Sequence[Send], now: int) -> None:
         for send in sends:
+            self._bodies[send.tag] = send.body
             if send.due is not None:
-                self._timers[send.tag] = (send.due, send.queue, send.body)
+                self._timers[send.tag] = (int(send.due * 1000), send.queue, send.body)
             elif self.direct:
-                self.queues[send.queue].insert(0, send.body)
-            elif run is not None:
-                run.outbox.append(send)
+                self.enqueue(send.queue, send.body)
+            else:
+                self._outboxes[run_id].append(send)
             if send.tracked and run is not None:
                 run.fields["sent"] = Sent(send.tag, send.queue, now)
 
     def push(self, sends: Sequence[Send], run_id: str) -> None:
         """Send messages no commit carries, for run `run_id` (which records the tracked one)."""
         with self._lock:
-            self._send(self._run(run_id), sends, _now_ms())
+            self._send(run_id, self._run(run_id), sends, _now_ms())
 
     def pump_timers(self, now: float, limit: int = 100) -> list[Send]:
         """Take the timers due by `now`: pushed onto their queues when direct; returned."""
         with self._lock:
-            due = sorted((t for t in self._timers.items() if t[1][0] <= now), key=lambda t: t[1][0])[:limit]
+            top = int(now * 1000)
+            due = sorted((t for t in self._timers.items() if t[1][0] <= top), key=lambda t: (t[1][0], t[0]))
+            due = due[:limit]
             taken = []
             for tag, (_, queue, body) in due:
                 del self._timers[tag]
                 if self.direct:
-                    self.queues[queue].insert(0, body)
+                    self.enqueue(queue, body)
                 taken.append(Send(queue, body, tag=""))
             return taken
 
+    def enqueue(self, queue: str, body: str) -> None:
+        """Put a message on `queue` (newest first: the oldest is the last)."""
+        with self._lock:
+            self.queues[queue].insert(0, body)
+
+    def waiting(self, tag: str, queue: str) -> bool:
+        """The message sent with `tag` is waiting on `queue`."""
+        with self._lock:
+            body = self._bodies.get(tag)
+            return body is not None and body in self.queues.get(queue, ())
+
     def timer_due(self, tag: str) -> float | None:
         """When the durable timer `tag` comes due (epoch s), None when it is not armed."""
-        timer = self._timers.get(tag)
-        return None if timer is None else timer[0]
+        with self._lock:
+            timer = self._timers.get(tag)
+        return None if timer is None else timer[0] / 1000
 
     def timers_armed(self) -> int:
         """How many durable timers are armed."""
@@ -276,31 +303,12 @@ class MemoryStore:
     def outbox(self, run_id: str) -> list[Send]:
         """The run's messages committed but not yet published (oldest first)."""
         with self._lock:
-            run = self._run(run_id)
-            return list(run.outbox) if run else []
+            return list(self._outboxes.get(run_id, ()))
 
     def trim_outbox(self, run_id: str, count: int) -> None:
         """Drop the `count` oldest outbox messages of the run."""
         with self._lock:
-            run = self._run(run_id)
-            if run is not None:
-                del run.outbox[:count]
-
-    def dead_letter(self, letter: DeadLetter, keep: int = 10_000) -> int:
-        """Keep `letter` (newest first, at most `keep`); how many were refused in all."""
-        with self._lock:
-            self._dead.insert(0, letter)
-            del self._dead[keep:]
-            self._dead_total += 1
-            return self._dead_total
-
-    def dead_letters(self, count: int = 20) -> list[DeadLetter]:
-        """The newest `count` dead letters."""
-        return list(self._dead[:count])
-
-    def dead_total(self) -> int:
-        """How many messages workers have refused, ever."""
-        return self._dead_total
+            del self._outboxes[run_id][:count]
 
     # -- items -------------------------------------------------------------------------------------------
 
@@ -312,9 +320,12 @@ class MemoryStore:
             items = self._items[(run_id, tag)]
             if index in items:
                 return False
-            items[index] = json.loads(json.dumps(record))
-            if progress is not None and run_id in self._progress:
-                self._progress[run_id] = max(self._progress[run_id], int(progress * 1000))
+            items[index] = _copy(record)
+            run = self._run(run_id)
+            if run is not None:
+                run.fields["heartbeat"] = _now_ms()
+                if progress is not None and run_id in self._progress:
+                    self._progress[run_id] = max(self._progress[run_id], int(progress * 1000))
             return True
 
     def count_items(self, run_id: str, tag: str) -> int:
@@ -323,64 +334,20 @@ class MemoryStore:
 
     def load_items(self, run_id: str, tag: str, total: int) -> list[dict[str, Any] | None]:
         """The results of items 0..total-1 in item order (None where missing)."""
-        items = self._items.get((run_id, tag), {})
-        return [items.get(i) for i in range(total)]
+        with self._lock:
+            items = dict(self._items.get((run_id, tag), {}))
+        return [_copy(items[i]) if i in items else None for i in range(total)]
 
     def missing_items(self, run_id: str, tag: str, start: int, stop: int) -> list[int]:
         """The indexes in `[start, stop)` with no recorded result."""
-        items = self._items.get((run_id, tag), {})
+        with self._lock:
+            items = set(self._items.get((run_id, tag), {}))
         return [i for i in range(start, stop) if i not in items]
 
     def drop_items(self, run_id: str, tag: str) -> None:
         """Delete a finished foreach's item results."""
         with self._lock:
             self._items.pop((run_id, tag), None)
-
-    # -- cache and concurrency keys ------------------------------------------------------------------------
-
-    def cache_get(self, digest: str) -> tuple[bool, Any]:
-        """(hit, value) for a cached node result."""
-        entry = self._cache.get(digest)
-        if entry is None or entry[0] < time.time():
-            return False, None
-        return True, json.loads(entry[1])
-
-    def cache_set(self, digest: str, value: Any, ttl: int) -> None:
-        """Cache a node result for `ttl` seconds."""
-        self._cache[digest] = (time.time() + max(1, ttl), json.dumps(value))
-
-    def acquire_key(self, key: str, run_id: str, queue: bool) -> tuple[str, str | None]:
-        """Take `key` for `run_id`: ("acquired", None), ("queued", holder) or ("refused", holder)."""
-        with self._lock:
-            holder = self._holders.get(key)
-            if holder is None or holder == run_id:
-                self._holders[key] = run_id
-                return "acquired", None
-            if not queue:
-                return "refused", holder
-            if run_id not in self._waiting[key]:
-                self._waiting[key].append(run_id)
-            return "queued", holder
-
-    def release_key(self, key: str, run_id: str) -> str | None:
-        """Hand `key` on from `run_id` (if it holds it): the next waiting run's id, or None."""
-        with self._lock:
-            if self._holders.get(key) != run_id:
-                return None
-            if self._waiting[key]:
-                self._holders[key] = self._waiting[key].pop(0)
-                return self._holders[key]
-            del self._holders[key]
-            return None
-
-    def key_holder(self, key: str) -> str | None:
-        """The run holding `key`, if any."""
-        return self._holders.get(key)
-
-    def unqueue(self, key: str, run_id: str) -> None:
-        """Take a waiting run off `key`'s queue."""
-        with self._lock:
-            self._waiting[key] = [r for r in self._waiting[key] if r != run_id]
 
     # -- liveness ------------------------------------------------------------------------------------------
 
@@ -400,7 +367,8 @@ class MemoryStore:
     def stalled(self, now: float, limit: int = 500) -> list[str]:
         """Running runs whose progress deadline has passed by `now` (epoch s), earliest first."""
         top = int(now * 1000)
-        due = sorted((score, run_id) for run_id, score in self._progress.items() if score <= top)
+        with self._lock:
+            due = sorted((score, run_id) for run_id, score in self._progress.items() if score <= top)
         return [run_id for _, run_id in due[:limit]]
 
     def touch(self, run_id: str, progress: float) -> None:
@@ -416,26 +384,6 @@ class MemoryStore:
             runs = [self._run(r) for r in run_ids]
             return [{k: str(r.fields[k]) for k in wanted if k in r.fields} if r else {} for r in runs]
 
-    def lock_sweep(self, seconds: int) -> bool:
-        """Take the sweeper's lock for `seconds` (False when another pass holds it)."""
-        with self._lock:
-            if self._sweep_lock_until > time.monotonic():
-                return False
-            self._sweep_lock_until = time.monotonic() + max(1, seconds)
-            return True
-
-    def unlock_sweep(self) -> None:
-        """Release the sweeper's lock."""
-        self._sweep_lock_until = 0.0
-
-    def swept(self, at_ms: int) -> None:
-        """Record that a sweeper pass ended at `at_ms`."""
-        self._last_sweep = at_ms
-
-    def last_sweep(self) -> int | None:
-        """When (ms) the last sweeper pass ended; None if none has."""
-        return self._last_sweep
-
     # -- listing -------------------------------------------------------------------------------------------
 
     def list_runs(
@@ -448,27 +396,7 @@ class MemoryStore:
         """A page of runs matching `query`, newest first (ties by run id, descending)."""
         with self._lock:
             rows = [self._summary(run_id) for run_id in list(self._runs)]
-        found = sorted(
-            (r for r in rows if r is not None and self._matches(r, query)),
-            key=lambda r: (r.created_at, r.run_id),
-            reverse=True,
-        )
-        top, skip = query.start()
-        if top is not None:
-            found = [r for r in found if r.created_at <= top]
-        start = skip if query.cursor is None else self._after_ties(found, top, skip)
-        page = tuple(found[start : start + query.limit])
-        if start + query.limit >= len(found) or not page:
-            return RunPage(page)
-        last = page[-1].created_at
-        ties = sum(1 for r in found[: start + len(page)] if r.created_at == last)
-        return RunPage(page, f"{last}-{ties}")
-
-    @staticmethod
-    def _after_ties(found: list[RunSummary], top: int | None, skip: int) -> int:
-        """Where a cursor's page starts: after `skip` runs created at `top`."""
-        ties = [i for i, r in enumerate(found) if r.created_at == top]
-        return ties[skip] if skip < len(ties) else (ties[-1] + 1 if ties else 0)
+        return page_of([r for r in rows if r is not None], query)
 
     def _summary(self, run_id: str) -> RunSummary | None:
         run = self._run(run_id)
@@ -479,23 +407,13 @@ class MemoryStore:
             run_id, f["graph_id"], f["status"], int(f["step"]), f["created_at"], f["updated_at"]
         )
 
-    @staticmethod
-    def _matches(row: RunSummary, query: RunQuery) -> bool:
-        if query.graph_id is not None and row.graph_id != query.graph_id:
-            return False
-        if query.status is not None and row.status != query.status:
-            return False
-        return query.since_ms is None or row.created_at >= query.since_ms
-
     def prune_expired(self, now_ms: int | None = None, batch: int = 1000) -> int:
-        """Forget runs whose retention has passed by `now_ms`; how many were pruned."""
+        """Forget runs whose retention has passed (by `now_ms`, and by now); how many were pruned."""
         if batch < 1:
             raise ValueError(f"batch must be at least 1, got {batch}")
-        now = _now_ms() if now_ms is None else now_ms
+        now = min(_now_ms(), _now_ms() if now_ms is None else now_ms)
         with self._lock:
-            gone = [
-                r for r, run in self._runs.items() if run.expires_at is not None and run.expires_at <= now
-            ]
+            gone = [r for r, run in self._runs.items() if run.expired(now)]
             for run_id in gone:
                 del self._runs[run_id]
             return len(gone)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -137,3 +138,35 @@ def _whole(name: str, value: int, low: int, high: int | None) -> None:
     if value < low or (high is not None and value > high):
         bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
         raise InvalidRunQuery(f"{name} must be {bounds}, got {value}")
+
+
+def page_of(rows: Sequence[RunSummary], query: RunQuery) -> RunPage:
+    """The page of `rows` (every run there is) that `query` asks for, newest first, ties by run id
+    descending; the cursor counts the runs of the last one's millisecond up to it."""
+    found = sorted(
+        (r for r in rows if _matches(r, query)), key=lambda r: (r.created_at, r.run_id), reverse=True
+    )
+    top, skip = query.start()
+    if top is not None:
+        found = [r for r in found if r.created_at <= top]
+    start = skip if query.cursor is None else _after_ties(found, top, skip)
+    page = tuple(found[start : start + query.limit])
+    if start + query.limit >= len(found) or not page:
+        return RunPage(page)
+    last = page[-1].created_at
+    ties = sum(1 for r in found[: start + len(page)] if r.created_at == last)
+    return RunPage(page, Cursor(last, ties).encode())
+
+
+def _after_ties(found: list[RunSummary], top: int | None, skip: int) -> int:
+    """Where a cursor's page starts: after `skip` runs created at `top`."""
+    ties = [i for i, r in enumerate(found) if r.created_at == top]
+    return ties[skip] if skip < len(ties) else (ties[-1] + 1 if ties else 0)
+
+
+def _matches(row: RunSummary, query: RunQuery) -> bool:
+    if query.graph_id is not None and row.graph_id != query.graph_id:
+        return False
+    if query.status is not None and row.status != query.status:
+        return False
+    return query.since_ms is None or row.created_at >= query.since_ms

@@ -200,7 +200,9 @@ class DeadLettersMixin(RedisConnection):
 
     def dead_letters(self, count: int = 20) -> list[DeadLetter]:
         """The newest `count` dead letters."""
-        raw = self._call(lambda: self.redis.lrange(keys.dead_letters(), 0, max(0, count - 1)))
+        if count < 1:
+            return []  # LRANGE 0 -1 would read them all
+        raw = self._call(lambda: self.redis.lrange(keys.dead_letters(), 0, count - 1))
         return [DeadLetter(**json.loads(r)) for r in raw]
 
     def dead_total(self) -> int:

@@ -113,6 +113,7 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
             snap.graph_id,
             now_ms(),
             _deadline(progress),
+            snap.phase,
             *self._send_args(sends),
         ]
         reply = self._call(lambda: self._create(keys=run_keys, args=args))

@@ -4,7 +4,8 @@
 -- [5] status+graph index, [6] progress zset, [7] timers zset, [8] timer bodies hash,
 -- [9] outbox list, [10..] queues
 -- ARGV[1] run id, [2] fingerprint, [3] status, [4] step, [5] snapshot JSON (without state),
--- [6] state JSON, [7] graph id, [8] created_at (ms), [9] progress deadline (ms, or ''), then sends
+-- [6] state JSON, [7] graph id, [8] created_at (ms), [9] progress deadline (ms, or ''),
+-- [10] phase (the commit fence, as in the snapshot), then sends
 -- Returns {1} when created, {0, fingerprint} when the run already existed.
 local run = KEYS[1]
 local existing = redis.call('HGET', run, 'fingerprint')
@@ -13,7 +14,7 @@ if existing then
 end
 local now = ARGV[8]
 redis.call('HSET', run,
-  'fingerprint', ARGV[2], 'status', ARGV[3], 'step', ARGV[4], 'phase', '0',
+  'fingerprint', ARGV[2], 'status', ARGV[3], 'step', ARGV[4], 'phase', ARGV[10],
   'snapshot', ARGV[5], 'state', ARGV[6], 'graph_id', ARGV[7],
   'created_at', now, 'updated_at', now)
 for j = 2, 5 do
@@ -22,5 +23,5 @@ end
 if ARGV[9] ~= '' then
   redis.call('ZADD', KEYS[6], ARGV[9], ARGV[1])
 end
-send_all(10, 10, run, KEYS[7], KEYS[8], KEYS[9], now)
+send_all(11, 10, run, KEYS[7], KEYS[8], KEYS[9], now)
 return {1}

@@ -1,0 +1,169 @@
+"""The sweeper over a MemoryStore: it repairs exactly what a run is missing, and nothing else.
+
+A run is looked at once it is past its progress deadline; the tests move the deadline into
+the past (`touch`) instead of waiting GRAPHRUNNER_STALL_AFTER.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from memory_cluster import LINEAR, MemoryCluster, child_graphs, statuses, submit
+
+from graphrunner import parse_graph
+from graphrunner.cluster.messages import StepMessage
+from graphrunner.cluster.sweeper import Repair, SweepReport
+from graphrunner.engine import RunStatus
+from graphrunner.loading import load_graph
+from graphrunner.store import Fence
+from graphrunner.store.memory_store import MemoryStore
+
+
+@pytest.fixture
+def mc() -> Iterator[MemoryCluster]:
+    cluster = MemoryCluster()
+    yield cluster
+    cluster.close()
+
+
+def sweep_overdue(mc: MemoryCluster, *run_ids: str) -> SweepReport:
+    """A sweeper pass once `run_ids` are past their progress deadline."""
+    for run_id in run_ids:
+        mc.store.touch(run_id, time.time() - 1)
+    return mc.client.sweep()
+
+
+def actions(report: SweepReport) -> list[tuple[str, str]]:
+    return [(r.run_id, r.action) for r in report.repaired]
+
+
+def test_a_lost_step_message_is_sent_again_once(mc: MemoryCluster) -> None:
+    run_id = submit(mc, LINEAR)
+    mc.step()
+    mc.store.queues[mc.settings.queue].clear()  # taken by a worker that died before running it
+    report = sweep_overdue(mc, run_id)
+    assert report.checked == 1
+    [repair] = report.repaired
+    assert (repair.run_id, repair.step, repair.node, repair.action) == (run_id, 1, "second", "resent_step")
+    assert mc.waiting() == [StepMessage(run_id=run_id, step=1)]
+    assert mc.records(run_id)[-1]["status"] == "swept"
+    assert mc.store.stalled(time.time()) == []  # looked at again after another STALL_AFTER
+
+    again = sweep_overdue(mc, run_id)  # the message it sent is waiting: nothing is lost
+    assert again.checked == 1 and again.repaired == []
+    assert mc.waiting() == [StepMessage(run_id=run_id, step=1)]
+    mc.drive()
+    assert mc.snap(run_id).status is RunStatus.COMPLETED
+    assert statuses(mc, run_id) == ["ok", "swept", "ok", "end"]
+
+
+def test_a_run_whose_message_is_queued_is_left_alone(mc: MemoryCluster) -> None:
+    run_id = submit(mc, LINEAR)
+    mc.step()
+    before = mc.snap(run_id)
+    report = sweep_overdue(mc, run_id)
+    assert report.checked == 1 and report.repaired == []
+    assert mc.waiting() == [StepMessage(run_id=run_id, step=1)]
+    assert mc.snap(run_id) == before and statuses(mc, run_id) == ["ok"]
+    assert mc.store.stalled(time.time()) == []
+
+
+def test_only_runs_past_their_deadline_are_looked_at(mc: MemoryCluster) -> None:
+    late, fresh = submit(mc, LINEAR), submit(mc, LINEAR)
+    mc.store.queues[mc.settings.queue].clear()
+    report = sweep_overdue(mc, late)
+    assert actions(report) == [(late, "resent_step")] and report.checked == 1
+    assert mc.waiting() == [StepMessage(run_id=late, step=0)]
+    assert mc.snap(fresh).status is RunStatus.RUNNING  # lost too, but not overdue yet
+
+
+def test_a_timer_not_due_yet_is_not_lost(mc: MemoryCluster) -> None:
+    text = """
+    id: unit/nap
+    config: {start: nap}
+    nodes:
+      nap: {action: {tool: sleep, params: {seconds: 3600}}, next: done}
+      done: {type: return}
+    """
+    run_id = submit(mc, text)
+    assert mc.step().outcome == "suspended"
+    report = sweep_overdue(mc, run_id)
+    assert report.checked == 1 and report.repaired == [] and mc.waiting() == []
+
+
+def test_an_unpublished_outbox_is_published() -> None:
+    mc = MemoryCluster(MemoryStore(direct=False))
+    try:
+        run_id = submit(mc, LINEAR)
+        mc.step()
+        pending = mc.cluster.publisher.encode(mc.cluster.publisher.step(mc.snap(run_id), None))
+        mc.store.queues[mc.settings.queue].clear()
+        mc.store.push([pending], run_id)  # committed to the outbox by a worker that died before publishing
+        assert mc.waiting() == [] and mc.store.outbox(run_id) == [pending]
+        report = sweep_overdue(mc, run_id)
+        assert actions(report) == [(run_id, "published_outbox")]
+        assert mc.store.outbox(run_id) == [] and mc.waiting() == [StepMessage(run_id=run_id, step=1)]
+        mc.drive()
+        assert mc.snap(run_id).status is RunStatus.COMPLETED
+    finally:
+        mc.close()
+
+
+def test_a_parent_whose_wake_up_was_lost_is_woken(mc: MemoryCluster, tmp_path: Path) -> None:
+    run_id = mc.client.submit(load_graph(child_graphs(tmp_path))).id
+    child_id = f"{run_id}.2"
+    mc.drive(until=lambda: mc.store.load_run(child_id) is not None)
+    assert actions(sweep_overdue(mc, run_id)) == []  # its child is still running: nothing is missing
+    mc.drive(until=lambda: mc.snap(child_id).status.finished)
+    mc.store.queues[mc.settings.queue].clear()  # the wake-up the child's last commit sent is lost
+    report = sweep_overdue(mc, run_id)
+    assert actions(report) == [(run_id, "woke_parent")]
+    assert mc.waiting() == [StepMessage(run_id=run_id, step=1, phase=1)]
+    mc.drive()
+    assert mc.snap(run_id).status is RunStatus.COMPLETED and mc.snap(run_id).output == {"heard": "HI"}
+
+
+def test_a_finished_holders_key_is_handed_on(mc: MemoryCluster) -> None:
+    graph = parse_graph(LINEAR, file="unit.yaml")
+    first = mc.client.submit(graph, run_id="first", concurrency_key="k").id
+    second = mc.client.submit(graph, run_id="second", concurrency_key="k").id
+    mc.store.queues[mc.settings.queue].clear()
+    snap = mc.snap(first)  # its worker commits it finished and dies before handing the key on
+    done = snap.model_copy(update={"status": RunStatus.COMPLETED, "path": ()})
+    assert mc.cluster.commit(Fence.of(snap), done)
+    assert mc.store.key_holder("k") == first and mc.snap(second).status is RunStatus.PENDING
+
+    report = mc.client.sweep()
+    assert report.repaired == [Repair(first, 0, "first", 0.0, "handed_on_key")]
+    assert mc.store.key_holder("k") == second
+    assert mc.waiting() == [StepMessage(run_id=second, step=0)]
+    assert mc.client.sweep().repaired == []  # handed on once
+    mc.drive()
+    assert mc.snap(second).status is RunStatus.COMPLETED and mc.store.key_holder("k") is None
+
+
+def test_a_pass_is_skipped_while_another_holds_the_lock(mc: MemoryCluster) -> None:
+    run_id = submit(mc, LINEAR)
+    mc.store.queues[mc.settings.queue].clear()
+    assert mc.store.lock_sweep(60)
+    report = sweep_overdue(mc, run_id)
+    assert report.skipped and report.checked == 0 and mc.waiting() == []
+    mc.store.unlock_sweep()
+    assert actions(mc.client.sweep()) == [(run_id, "resent_step")]
+
+
+def test_expired_runs_are_pruned() -> None:
+    mc = MemoryCluster(MemoryStore(retention_seconds=1))
+    try:
+        run_id = submit(mc, LINEAR)
+        mc.drive()
+        deadline = time.monotonic() + 20
+        while mc.store.load_run(run_id) is not None:
+            assert time.monotonic() < deadline, "the finished run did not expire"
+            time.sleep(0.05)
+        assert mc.client.sweep().pruned == 1
+    finally:
+        mc.close()
