@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from graphrunner.cli.common import USAGE_ERROR, fail, load_settings
-from graphrunner.client import Client
-from graphrunner.cluster.messages import InvalidRunId
 from graphrunner.errors import (
     GraphNotFound,
     GraphrunnerError,
@@ -16,14 +15,16 @@ from graphrunner.errors import (
     StateValidationError,
 )
 from graphrunner.settings import Settings
-from graphrunner.store import StoreUnavailable
+
+if TYPE_CHECKING:  # imported when used: Celery and redis-py are not needed for --help or validate
+    from graphrunner.client import Client
 
 RETRY_SECONDS = 3.0
 NO_REDIS = (
     "GRAPHRUNNER_REDIS_URL is not set: set it to the Redis the cluster uses "
     "(e.g. export GRAPHRUNNER_REDIS_URL=redis://localhost:6379/0)"
 )
-USAGE_ERRORS = (InvalidRunId, StateValidationError, GraphNotFound, GraphValidationError, InvalidCapabilities)
+USAGE_ERRORS = (StateValidationError, GraphNotFound, GraphValidationError, InvalidCapabilities)
 
 
 def cluster_settings() -> Settings:
@@ -39,6 +40,8 @@ def cluster_client(
     settings: Settings | None = None, retry_seconds: float = RETRY_SECONDS
 ) -> Iterator[Client]:
     """A client of the configured cluster that gives up on a dead Redis within a few seconds."""
+    from graphrunner.client import Client
+
     client = Client(settings=settings or cluster_settings(), retry_seconds=retry_seconds)
     try:
         yield client
@@ -49,9 +52,12 @@ def cluster_client(
 @contextmanager
 def reported_errors() -> Iterator[None]:
     """Turn graphrunner's errors into `error: ...` lines: exit 2 for bad usage, else 1."""
+    from graphrunner.cluster.messages import InvalidRunId
+    from graphrunner.store import StoreUnavailable
+
     try:
         yield
-    except USAGE_ERRORS as exc:
+    except (InvalidRunId, *USAGE_ERRORS) as exc:
         fail(str(exc), USAGE_ERROR)
     except StoreUnavailable as exc:
         fail(f"{exc} (is Redis running, and is GRAPHRUNNER_REDIS_URL right?)", 1)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -20,9 +19,6 @@ from graphrunner.cli.common import (
 )
 from graphrunner.cli.connect import reported_errors
 from graphrunner.cli.progress import format_step
-from graphrunner.cli.session import run_session
-from graphrunner.client import RunHandle, WaitTimeout
-from graphrunner.engine import RunSnapshot
 from graphrunner.errors import (
     GraphNotFound,
     GraphrunnerError,
@@ -30,10 +26,14 @@ from graphrunner.errors import (
     InvalidCapabilities,
     StateValidationError,
 )
-from graphrunner.graph import Graph
-from graphrunner.results import RunResult
-from graphrunner.runner.local import StepObserver
 from graphrunner.settings import Settings
+
+if TYPE_CHECKING:
+    from graphrunner.client import RunHandle
+    from graphrunner.engine import RunSnapshot
+    from graphrunner.graph import Graph
+    from graphrunner.results import RunResult
+    from graphrunner.runner.local import StepObserver
 
 INTERRUPTED = 130
 F = TypeVar("F", bound=Callable[..., Any])
@@ -131,6 +131,8 @@ def run_on_cluster(
     capabilities: Sequence[str] | None = None,
 ) -> RunResult:
     """Submit the run, print its progress until it settles, and return its result."""
+    from graphrunner.cli.session import run_session  # Celery and redis-py: only for this path
+
     try:
         with reported_errors(), run_session(settings, graph, local=local) as session:
             handle = session.client.submit(graph, inputs, capabilities=capabilities)
@@ -143,6 +145,8 @@ def await_result(
     handle: RunHandle, graph_id: str, timeout: float | None, *, quiet: bool, embedded: bool
 ) -> RunResult:
     """Print one progress line on stderr per step until the run settles; then its result."""
+    from graphrunner.client import WaitTimeout
+
     try:
         for record in handle.follow(timeout):
             if not quiet:
@@ -196,6 +200,8 @@ def run_graph(
     capabilities: Sequence[str] | None = None,
 ) -> RunResult:
     """The in-process runner, bounded by `timeout` seconds (capabilities: the deployment's default)."""
+    import asyncio  # about 25 ms: only this path needs it
+
     run = graph.invoke(inputs, on_step=observer, capabilities=capabilities)
     return asyncio.run(asyncio.wait_for(run, timeout))
 

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from celery import signals
 
 from graphrunner.cli.common import USAGE_ERROR, fail, load_settings
-from graphrunner.cluster.app import Runtime
 from graphrunner.errors import ConfigurationError
+
+if TYPE_CHECKING:  # imported when used: Celery is not needed for --help
+    from graphrunner.cluster.app import Runtime
 
 PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["--help"]}
 
 
 def _runtime() -> Runtime:
+    from graphrunner.cluster.app import Runtime
+
     try:
         return Runtime(load_settings())
     except ConfigurationError as exc:
@@ -29,6 +32,8 @@ def worker(celery_args: tuple[str, ...]) -> None:
     Every option is passed to `celery worker`, e.g. `graphrunner worker -c 4 -Q graphrunner,cpu`.
     The worker consumes the default queue (GRAPHRUNNER_QUEUE, `graphrunner`) unless -Q says otherwise.
     """
+    from celery import signals
+
     try:
         runtime = _runtime().serve()
     except ConfigurationError as exc:
