@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from graphrunner.errors import ExpressionError
+from graphrunner.expressions.cel_runtime import load_cel
 
 if TYPE_CHECKING:
     from cel import Program
@@ -20,10 +21,8 @@ MACRO_VAR = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za
 
 @cache
 def _cel() -> ModuleType:
-    """The `cel` module, imported on first use: `import cel` also imports its CLI (about 0.17 s)."""
-    import cel
-
-    return cel
+    """The CEL compiler, loaded on first use (`import cel` would also import the package's CLI)."""
+    return load_cel()
 
 
 class CelExpression:
