@@ -19,7 +19,7 @@ from graphrunner.cli.common import (
 )
 from graphrunner.cli.connect import reported_errors
 from graphrunner.cli.progress import format_step
-from graphrunner.cli.signals import exit_code, exit_on_signals, how_stopped
+from graphrunner.cli.signals import cancelled_on_signals, exit_code, exit_on_signals, how_stopped
 from graphrunner.errors import (
     GraphNotFound,
     GraphrunnerError,
@@ -199,11 +199,14 @@ def run_graph(
     timeout: float | None,
     capabilities: Sequence[str] | None = None,
 ) -> RunResult:
-    """The in-process runner, bounded by `timeout` seconds (capabilities: the deployment's default)."""
+    """The in-process runner, bounded by `timeout` seconds (capabilities: the deployment's default).
+
+    A signal cancels the run, so its tools clean up (a shell tool kills its process group).
+    """
     import asyncio  # about 25 ms: only this path needs it
 
     run = graph.invoke(inputs, on_step=observer, capabilities=capabilities)
-    return asyncio.run(asyncio.wait_for(run, timeout))
+    return asyncio.run(cancelled_on_signals(asyncio.wait_for(run, timeout)))
 
 
 def progress_printer() -> StepObserver:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ import pytest
 
 from graphrunner.cli.signals import (
     Terminated,
+    cancelled_on_signals,
     exit_code,
     exit_on_signals,
     how_stopped,
@@ -82,3 +84,35 @@ def test_exit_on_signals_exits_with_128_plus_the_signal(capsys: pytest.CaptureFi
         deliver(signal.SIGTERM)
     assert caught.value.exit_code == 143
     assert capsys.readouterr().err == "error: terminated\n"
+
+
+def test_in_an_event_loop_a_signal_cancels_the_work_then_raises() -> None:
+    cleaned: list[str] = []
+
+    async def work() -> str:
+        asyncio.get_running_loop().call_later(0.01, os.kill, os.getpid(), signal.SIGTERM)
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cleaned.append("cancelled")
+            await asyncio.sleep(0)  # the clean-up may await
+            deliver(signal.SIGTERM)  # a second signal does not cut it short
+            cleaned.append("cleaned up")
+            raise
+        return "finished"
+
+    with signals_raised():
+        before = signal.getsignal(signal.SIGTERM)
+        with pytest.raises(Terminated) as caught:
+            asyncio.run(cancelled_on_signals(work()))
+        assert signal.getsignal(signal.SIGTERM) is before
+    assert caught.value.signum == signal.SIGTERM
+    assert cleaned == ["cancelled", "cleaned up"]
+
+
+def test_in_an_event_loop_without_a_signal_the_result_comes_back() -> None:
+    async def work() -> str:
+        await asyncio.sleep(0)
+        return "finished"
+
+    assert asyncio.run(cancelled_on_signals(work())) == "finished"
