@@ -9,6 +9,7 @@ checks what is left.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,17 @@ from support import wait_for, write
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 60.0  # seconds; the machine may be loaded
+
+# A known problem outside the CLI, left out of the traceback check: StepExecutor.close()
+# (cluster/executor.py, called by cluster/local_worker.py before the worker has stopped)
+# skips and forgets the event loop of a worker thread still finishing a step, which is
+# the case just after a progress line. Collected at interpreter exit, that loop now and
+# then prints this block (Ctrl-C had it too). Closing the executor after the worker has
+# stopped fixes it; then this filter can go.
+UNCLOSED_LOOP = re.compile(
+    r"Exception ignored in: <function BaseEventLoop.__del__.*?\nValueError: Invalid file descriptor: -1\n",
+    re.DOTALL,
+)
 
 DURABLE_SLEEP = """
 id: signals/durable-sleep
@@ -184,6 +196,11 @@ def wait_until_under_way(running: Running, line: str) -> int:
     return child_named(running, "redis-server")
 
 
+def has_traceback(stderr: str) -> bool:
+    """Whether stderr shows a Python traceback (other than the known UNCLOSED_LOOP one)."""
+    return "Traceback" in UNCLOSED_LOOP.sub("", stderr + "\n")
+
+
 def finished(running: Running) -> tuple[int, str]:
     """The exit code and the whole stderr, once the process has ended."""
     code = running.proc.wait(timeout=DEADLINE)
@@ -213,7 +230,7 @@ def test_a_signal_stops_the_embedded_redis_and_removes_its_directory(
     os.kill(running.proc.pid, signum)  # the process alone, not its group
     exit_code, stderr = finished(running)
     assert exit_code == code, stderr
-    assert "Traceback" not in stderr
+    assert not has_traceback(stderr), stderr
     last = stderr.splitlines()[-1]
     assert last.startswith(f"error: {word}; stopping the embedded worker and Redis (run "), stderr
     assert not alive(redis_pid)
@@ -230,10 +247,7 @@ def test_sigterm_waits_for_the_step_in_flight_then_stops_everything(
     exit_code, stderr = finished(running)
     assert exit_code == 143, stderr
     assert "\nerror: terminated; stopping the embedded worker and Redis (run " in stderr, stderr
-    # Not asserted here: no traceback. StepExecutor.close() (cluster/executor.py) skips the event
-    # loop of a thread still running a step and forgets it; collected at interpreter exit, it
-    # now and then prints "Exception ignored in: <function BaseEventLoop.__del__ ...>". The
-    # tests above, with no step in flight, do assert it.
+    assert not has_traceback(stderr), stderr
     assert not alive(redis_pid) and not alive(sleep_pid)
     assert running.redis_dirs() == []
 
@@ -247,7 +261,7 @@ def test_sigterm_to_an_in_process_run_stops_its_tool_process(
     os.kill(running.proc.pid, signal.SIGTERM)
     exit_code, stderr = finished(running)
     assert exit_code == 143, stderr
-    assert stderr.splitlines()[-1] == "error: terminated" and "Traceback" not in stderr
+    assert stderr.splitlines()[-1] == "error: terminated" and not has_traceback(stderr), stderr
     wait_for(lambda: not alive(sleep_pid), DEADLINE, "the shell step's process to be killed")
 
 
