@@ -1,9 +1,13 @@
-"""graphrunner: declarative state graphs, run durably and in parallel on Celery and Redis."""
+"""graphrunner: declarative state graphs, run durably and in parallel on Celery and Redis.
 
-from typing import Any
+Only the errors are imported with the package; every other public name is imported on
+first use (PEP 562), so `import graphrunner` and the CLI start fast: the graph model
+builds pydantic classes, CEL brings its own CLI along, the client brings Celery and redis-py.
+"""
 
-from graphrunner.builder import GraphBuilder
-from graphrunner.engine import RunSnapshot, RunStatus
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from graphrunner.errors import (
     ExpressionError,
     GraphNotFound,
@@ -19,12 +23,17 @@ from graphrunner.errors import (
     StateValidationError,
     ToolError,
 )
-from graphrunner.graph import Graph
-from graphrunner.loading import load_graph, parse_graph
-from graphrunner.model import END
-from graphrunner.report import Issue, ValidationReport
-from graphrunner.results import RunResult
-from graphrunner.tools import Tool, ToolContext, register_tool
+
+if TYPE_CHECKING:
+    from graphrunner.builder import GraphBuilder
+    from graphrunner.client import Client
+    from graphrunner.engine import RunSnapshot, RunStatus
+    from graphrunner.graph import Graph
+    from graphrunner.loading import load_graph, parse_graph
+    from graphrunner.model import END
+    from graphrunner.report import Issue, ValidationReport
+    from graphrunner.results import RunResult
+    from graphrunner.tools import Tool, ToolContext, register_tool
 
 __version__ = "0.1.0"
 
@@ -58,11 +67,35 @@ __all__ = [
     "register_tool",
 ]
 
+# The module each lazily imported public name comes from.
+_LAZY = {
+    "END": "graphrunner.model",
+    "Client": "graphrunner.client",
+    "Graph": "graphrunner.graph",
+    "GraphBuilder": "graphrunner.builder",
+    "Issue": "graphrunner.report",
+    "RunResult": "graphrunner.results",
+    "RunSnapshot": "graphrunner.engine",
+    "RunStatus": "graphrunner.engine",
+    "Tool": "graphrunner.tools",
+    "ToolContext": "graphrunner.tools",
+    "ValidationReport": "graphrunner.report",
+    "load_graph": "graphrunner.loading",
+    "parse_graph": "graphrunner.loading",
+    "register_tool": "graphrunner.tools",
+}
+
 
 def __getattr__(name: str) -> Any:
-    """`graphrunner.Client`, imported on first use (it brings in Celery and redis-py)."""
-    if name == "Client":
-        from graphrunner.client import Client
+    """A public name of `_LAZY`, imported from its module on first use, then kept here."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'graphrunner' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
 
-        return Client
-    raise AttributeError(f"module 'graphrunner' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    """The module's names, the lazily imported ones included."""
+    return sorted({*globals(), *__all__})

@@ -5,17 +5,24 @@ Used by `graphrunner run` when no Redis is configured, and by the test fixtures.
 
 from __future__ import annotations
 
+import ctypes
+import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
 import redis
 
 from graphrunner.errors import EmbeddedRedisError
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def redis_binary() -> str:
@@ -33,6 +40,30 @@ def redis_binary() -> str:
         ) from exc
 
 
+def parent_death_signal() -> Callable[[], None] | None:
+    """A `preexec_fn` giving the child SIGTERM when the thread that started it ends; None off Linux.
+
+    The kernel sends the signal however the parent ends, SIGKILL included, which no handler or
+    `finally` of the parent can do. prctl is looked up here, in the parent, so the child only
+    makes two system calls between fork and exec (`preexec_fn` must stay that small when other
+    threads run). If the parent died before prctl took effect, the child exits at once.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def set_parent_death_signal() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return set_parent_death_signal
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -41,11 +72,20 @@ def free_port() -> int:
 
 
 class EmbeddedRedis:
-    """A private redis-server on a free loopback port, in a temporary directory."""
+    """A private redis-server on a free loopback port, in a temporary directory.
 
-    def __init__(self, *, appendonly: bool = False, binary: str | None = None) -> None:
+    With `die_with_parent` (Linux), the server is also stopped when this process is killed
+    outright (SIGKILL, a crash), when `cleanup` never runs; its directory is left behind
+    then. The kernel signals the server when the *thread* that started it ends, so start it
+    from a thread that lives as long as the server should: the main thread, for a command.
+    """
+
+    def __init__(
+        self, *, appendonly: bool = False, binary: str | None = None, die_with_parent: bool = False
+    ) -> None:
         self.binary = binary or redis_binary()
         self.appendonly = appendonly
+        self.die_with_parent = die_with_parent
         self.dir = Path(tempfile.mkdtemp(prefix="graphrunner-redis-"))
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
@@ -80,7 +120,11 @@ class EmbeddedRedis:
         ]
         # its own session: a Ctrl-C meant for the command does not stop Redis under its feet
         self.process = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+            args,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=parent_death_signal() if self.die_with_parent else None,
         )
         self._wait_ready(timeout)
         return self
@@ -127,9 +171,11 @@ class EmbeddedRedis:
         self.start()
 
     def cleanup(self) -> None:
-        """Stop the server and remove its directory."""
-        self.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """Stop the server and remove its directory (also when stopping is cut short)."""
+        try:
+            self.stop()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> EmbeddedRedis:
         return self.start()

@@ -1,4 +1,9 @@
-"""The `graphrunner` console script: a click group with one module per command."""
+"""The `graphrunner` console script: a click group with one module per command.
+
+Every command module is imported for `graphrunner --help`, so at import a module needs
+only click, the settings and the errors: Celery, redis-py, the client and the graph model
+are imported inside the commands that use them (tests/unit/test_import_graph.py checks).
+"""
 
 from __future__ import annotations
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from graphrunner.errors import GraphNotFound, GraphValidationError
-from graphrunner.graph import Graph
-from graphrunner.loading import inspect_graph
 from graphrunner.report import ValidationReport
 from graphrunner.settings import Settings
+
+if TYPE_CHECKING:
+    from graphrunner.graph import Graph
 
 USAGE_ERROR = 2
 F = TypeVar("F", bound=Callable[..., Any])
@@ -113,6 +114,8 @@ def merge_inputs(inputs_json: dict[str, Any], input_pairs: dict[str, Any]) -> di
 
 def open_graph(ref: str, settings: Settings) -> Graph:
     """Load graph `ref` for running; not found or invalid prints why and exits 2."""
+    from graphrunner.loading import inspect_graph  # the graph model: not needed for --help
+
     try:
         graph, report = inspect_graph(ref, settings=settings)
     except GraphNotFound as exc:

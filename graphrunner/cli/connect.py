@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from graphrunner.cli.common import USAGE_ERROR, fail, load_settings
-from graphrunner.client import Client
 from graphrunner.errors import (
     GraphNotFound,
     GraphrunnerError,
@@ -17,6 +17,9 @@ from graphrunner.errors import (
     StoreUnavailable,
 )
 from graphrunner.settings import Settings
+
+if TYPE_CHECKING:  # imported when used: Celery and redis-py are not needed for --help or validate
+    from graphrunner.client import Client
 
 RETRY_SECONDS = 3.0
 NO_REDIS = (
@@ -39,6 +42,8 @@ def cluster_client(
     settings: Settings | None = None, retry_seconds: float = RETRY_SECONDS
 ) -> Iterator[Client]:
     """A client of the configured cluster that gives up on a dead Redis within a few seconds."""
+    from graphrunner.client import Client
+
     client = Client(settings=settings or cluster_settings(), retry_seconds=retry_seconds)
     try:
         yield client
@@ -49,6 +54,7 @@ def cluster_client(
 @contextmanager
 def reported_errors() -> Iterator[None]:
     """Turn graphrunner's errors into `error: ...` lines: exit 2 for bad usage, else 1."""
+
     try:
         yield
     except USAGE_ERRORS as exc:

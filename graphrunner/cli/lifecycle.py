@@ -6,7 +6,6 @@ import click
 
 from graphrunner.cli.common import print_json
 from graphrunner.cli.connect import cluster_client, reported_errors
-from graphrunner.cluster.runs import check_run_id
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
@@ -21,6 +20,8 @@ def cancel(run_id: str, as_json: bool) -> None:
     A cancelled run can be resumed with `graphrunner resume RUN`. Exit 1 when RUN is
     unknown or has already finished.
     """
+    from graphrunner.cluster.runs import check_run_id
+
     with reported_errors():
         check_run_id(run_id)
         with cluster_client() as client:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -20,9 +19,7 @@ from graphrunner.cli.common import (
 )
 from graphrunner.cli.connect import reported_errors
 from graphrunner.cli.progress import format_step
-from graphrunner.cli.session import run_session
-from graphrunner.client import RunHandle
-from graphrunner.engine import RunSnapshot
+from graphrunner.cli.signals import cancelled_on_signals, exit_code, exit_on_signals, how_stopped
 from graphrunner.errors import (
     GraphNotFound,
     GraphrunnerError,
@@ -31,12 +28,15 @@ from graphrunner.errors import (
     StateValidationError,
     WaitTimeout,
 )
-from graphrunner.graph import Graph
-from graphrunner.results import RunResult
-from graphrunner.runner.local import StepObserver
 from graphrunner.settings import Settings
 
-INTERRUPTED = 130
+if TYPE_CHECKING:
+    from graphrunner.client import RunHandle
+    from graphrunner.engine import RunSnapshot
+    from graphrunner.graph import Graph
+    from graphrunner.results import RunResult
+    from graphrunner.runner.local import StepObserver
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -97,19 +97,22 @@ def run(
 
     Progress lines go to stderr (GRAPHRUNNER_QUIET=1 silences them); stdout carries only the result.
     Exit 0 completed (with or without suppressed errors), 1 failed, cancelled or timed out,
-    2 invalid graph or inputs.
+    2 invalid graph or inputs. On SIGINT (Ctrl-C), SIGTERM or SIGHUP, what the command started
+    (the embedded Redis and its directory, the worker) is stopped and removed, and it exits
+    128 + the signal number: 130, 143 or 129.
     """
     if local and in_process:
         fail("--local and --in-process cannot be combined", USAGE_ERROR)
     settings = load_settings()
     inputs = merge_inputs(inputs_json, input_pairs)
-    graph = open_graph(graph_ref, settings)
-    if in_process:
-        observer = None if settings.quiet else progress_printer()
-        result = execute(graph, inputs, observer, timeout, chosen(capabilities))
-    else:
-        caps = chosen(capabilities)
-        result = run_on_cluster(graph, inputs, settings, local=local, timeout=timeout, capabilities=caps)
+    caps = chosen(capabilities)
+    with exit_on_signals():
+        graph = open_graph(graph_ref, settings)
+        if in_process:
+            observer = None if settings.quiet else progress_printer()
+            result = execute(graph, inputs, observer, timeout, caps)
+        else:
+            result = run_on_cluster(graph, inputs, settings, local=local, timeout=timeout, capabilities=caps)
     print_settled(result, as_json)
 
 
@@ -132,26 +135,26 @@ def run_on_cluster(
     capabilities: Sequence[str] | None = None,
 ) -> RunResult:
     """Submit the run, print its progress until it settles, and return its result."""
-    try:
-        with reported_errors(), run_session(settings, graph, local=local) as session:
-            handle = session.client.submit(graph, inputs, capabilities=capabilities)
-            return await_result(handle, graph.id, timeout, quiet=settings.quiet, embedded=session.embedded)
-    except KeyboardInterrupt:
-        fail("interrupted", INTERRUPTED)
+    from graphrunner.cli.session import run_session  # Celery and redis-py: only for this path
+
+    with reported_errors(), run_session(settings, graph, local=local) as session:
+        handle = session.client.submit(graph, inputs, capabilities=capabilities)
+        return await_result(handle, graph.id, timeout, quiet=settings.quiet, embedded=session.embedded)
 
 
 def await_result(
     handle: RunHandle, graph_id: str, timeout: float | None, *, quiet: bool, embedded: bool
 ) -> RunResult:
     """Print one progress line on stderr per step until the run settles; then its result."""
+
     try:
         for record in handle.follow(timeout):
             if not quiet:
                 click.echo(format_step(graph_id, record), err=True)
     except WaitTimeout:
         fail(timed_out(handle.id, timeout, embedded), 1)
-    except KeyboardInterrupt:
-        fail(interrupted(handle.id, embedded), INTERRUPTED)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (cli.signals): say where the run is
+        fail(interrupted(handle.id, embedded, how_stopped(exc)), exit_code(exc))
     return handle.result()
 
 
@@ -163,11 +166,11 @@ def timed_out(run_id: str, timeout: float | None, embedded: bool) -> str:
     return f"{head}; it keeps running on the cluster: graphrunner wait {run_id}"
 
 
-def interrupted(run_id: str, embedded: bool) -> str:
-    """The Ctrl-C message: where the run is left."""
+def interrupted(run_id: str, embedded: bool, how: str) -> str:
+    """The message for Ctrl-C (`how`: or SIGTERM, SIGHUP): where the run is left."""
     if embedded:
-        return f"interrupted; stopping the embedded worker and Redis (run {run_id} is abandoned)"
-    return f"interrupted; run {run_id} keeps running on the cluster: graphrunner watch {run_id}"
+        return f"{how}; stopping the embedded worker and Redis (run {run_id} is abandoned)"
+    return f"{how}; run {run_id} keeps running on the cluster: graphrunner watch {run_id}"
 
 
 def execute(
@@ -196,9 +199,14 @@ def run_graph(
     timeout: float | None,
     capabilities: Sequence[str] | None = None,
 ) -> RunResult:
-    """The in-process runner, bounded by `timeout` seconds (capabilities: the deployment's default)."""
+    """The in-process runner, bounded by `timeout` seconds (capabilities: the deployment's default).
+
+    A signal cancels the run, so its tools clean up (a shell tool kills its process group).
+    """
+    import asyncio  # about 25 ms: only this path needs it
+
     run = graph.invoke(inputs, on_step=observer, capabilities=capabilities)
-    return asyncio.run(asyncio.wait_for(run, timeout))
+    return asyncio.run(cancelled_on_signals(asyncio.wait_for(run, timeout)))
 
 
 def progress_printer() -> StepObserver:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,10 +19,11 @@ from graphrunner.cli.connect import cluster_client, cluster_settings, reported_e
 from graphrunner.cli.progress import format_step
 from graphrunner.cli.run import capability_option, chosen, describe_error, print_settled
 from graphrunner.cli.runs_list import iso_time
-from graphrunner.client import Client
-from graphrunner.cluster.runs import check_run_id
 from graphrunner.errors import WaitTimeout
-from graphrunner.results import RunResult
+
+if TYPE_CHECKING:  # imported when used: Celery and redis-py are not needed for --help or validate
+    from graphrunner.client import Client
+    from graphrunner.results import RunResult
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 timeout_option = click.option(
@@ -62,6 +63,8 @@ def submit(
     refuse_if_busy: bool,
 ) -> None:
     """Enqueue a run of GRAPH on the cluster and print its run id at once."""
+    from graphrunner.cluster.runs import check_run_id
+
     settings = cluster_settings()
     with reported_errors():
         if run_id is not None:
@@ -142,6 +145,7 @@ def settle(
     client: Client, run_id: str, timeout: float | None, each: Callable[[dict[str, Any]], None]
 ) -> RunResult:
     """Follow the run until it settles, calling `each` on every record; `WaitTimeout` names the run."""
+
     handle = client.run(run_id)
     try:
         for record in handle.follow(timeout):

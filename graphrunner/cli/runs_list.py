@@ -9,16 +9,22 @@ from __future__ import annotations
 import re
 import shlex
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from graphrunner.cli.common import USAGE_ERROR, fail, print_json
 from graphrunner.cli.connect import cluster_client, reported_errors
-from graphrunner.engine import RunStatus
 from graphrunner.errors import InvalidRunQuery
-from graphrunner.store import RunPage, RunSummary
-from graphrunner.store.query import MAX_LIMIT
+
+if TYPE_CHECKING:  # imported when used: redis-py is not needed for --help
+    from graphrunner.store import RunPage, RunSummary
+
+# Copies, checked by a unit test, of graphrunner.store.query.MAX_LIMIT and the values of
+# graphrunner.engine.RunStatus: importing those modules for the options of `list` would
+# bring redis-py and the graph model into every command, `graphrunner --help` included.
+MAX_LIMIT = 1000
+STATUSES = ("pending", "running", "paused", "completed", "completed_with_errors", "failed", "cancelled")
 
 COLUMNS = ("RUN_ID", "GRAPH", "STATUS", "STEPS", "CREATED")
 AGO = re.compile(r"^(\d+)([smhdw])$")
@@ -54,7 +60,7 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
 @click.option("--graph", "graph_id", metavar="ID", help="Only runs of this graph id.")
 @click.option(
     "--status",
-    type=click.Choice([s.value for s in RunStatus]),
+    type=click.Choice(STATUSES),
     help="Only runs with this status.",
 )
 @click.option("--since", type=TimeParam(), help=f"Only runs created at or after this time: {TIME_HELP}.")
@@ -80,6 +86,7 @@ def list_runs(
     as_json: bool,
 ) -> None:
     """List runs, newest first, a page at a time; the next page's command goes to stderr."""
+
     with reported_errors(), cluster_client() as client:
         try:
             page = client.list_page(graph_id, status, limit, offset, since=since, until=until, cursor=cursor)

@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 from graphrunner.cli.common import fail
-from graphrunner.schema_export import graph_json_schema
 
 
 @click.command("schema")
@@ -20,6 +19,8 @@ from graphrunner.schema_export import graph_json_schema
 )
 def schema(output: Path | None) -> None:
     """Print the JSON Schema (draft 2020-12) of graph files."""
+    from graphrunner.schema_export import graph_json_schema  # the graph model: not needed for --help
+
     text = json.dumps(graph_json_schema(), indent=2, ensure_ascii=False)
     if output is None:
         click.echo(text)

@@ -38,7 +38,8 @@ def run_session(settings: Settings, graph: Graph, *, local: bool = False) -> Ite
     with ExitStack() as stack:
         embedded = not settings.redis_url
         if embedded:
-            server = stack.enter_context(EmbeddedRedis())
+            # stopped on the way out, also on SIGTERM (cli.signals); and by the kernel if we are killed
+            server = stack.enter_context(EmbeddedRedis(die_with_parent=True))
             client = Client(
                 server.url, settings=replace(settings, broker_url=None), retry_seconds=EMBEDDED_RETRY_SECONDS
             )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,9 +28,11 @@ from graphrunner.errors import (
     StateValidationError,
     UnknownNode,
 )
-from graphrunner.graph import Graph
-from graphrunner.runner.single import StepReport, single_step_sync
 from graphrunner.settings import Settings
+
+if TYPE_CHECKING:
+    from graphrunner.graph import Graph
+    from graphrunner.runner.single import StepReport
 
 
 @click.command("step")
@@ -89,6 +91,8 @@ def take_step(
     graph: Graph, node: str, state: Mapping[str, Any], inputs: Mapping[str, Any], settings: Settings
 ) -> StepReport:
     """Run the node; user errors print `error: ...` and exit (2 for bad input, else 1)."""
+    from graphrunner.runner.single import single_step_sync  # not needed for --help
+
     bad_input = (UnknownNode, StateValidationError, LimitExceeded, GraphNotFound, GraphValidationError)
     try:
         return single_step_sync(graph, node, state, inputs=inputs, settings=settings)

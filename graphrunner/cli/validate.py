@@ -8,7 +8,6 @@ import click
 
 from graphrunner.cli.common import USAGE_ERROR, load_settings, plural, print_error, print_json
 from graphrunner.errors import GraphNotFound, GraphValidationError
-from graphrunner.loading import inspect_graph
 from graphrunner.report import Issue, ValidationReport
 from graphrunner.settings import Settings
 
@@ -43,6 +42,8 @@ def validate(graphs: tuple[str, ...], as_json: bool, check_env: bool) -> None:
 
 def check(ref: str, settings: Settings, check_env: bool) -> Checked:
     """Validate one graph; a graph that is not found is reported, never raised."""
+    from graphrunner.loading import inspect_graph  # the graph model: not needed for --help
+
     try:
         _, report = inspect_graph(ref, settings=settings, check_env=check_env)
     except GraphNotFound as exc:

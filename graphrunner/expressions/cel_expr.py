@@ -6,13 +6,23 @@ import base64
 import datetime as dt
 import re
 from collections.abc import Mapping
-from typing import Any
-
-import cel
+from functools import cache
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from graphrunner.errors import ExpressionError
+from graphrunner.expressions.cel_runtime import load_cel
+
+if TYPE_CHECKING:
+    from cel import Program
 
 MACRO_VAR = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,")
+
+
+@cache
+def _cel() -> ModuleType:
+    """The CEL compiler, loaded on first use (`import cel` would also import the package's CLI)."""
+    return load_cel()
 
 
 class CelExpression:
@@ -21,7 +31,7 @@ class CelExpression:
     def __init__(self, source: str, namespaces: frozenset[str]) -> None:
         self.source = source
         try:
-            self._program = cel.compile(source)
+            self._program: Program = _cel().compile(source)
         except (ValueError, RuntimeError) as exc:
             raise ExpressionError(_first_line(f"does not parse: {exc}"), source) from None
         bound = set(MACRO_VAR.findall(source))
@@ -71,7 +81,7 @@ def to_plain(value: Any) -> Any:
             return value.decode()
         except UnicodeDecodeError:
             return base64.b64encode(value).decode()
-    if isinstance(value, cel.OptionalValue):
+    if isinstance(value, _cel().OptionalValue):
         return to_plain(value.value()) if value.has_value() else None
     return value
 

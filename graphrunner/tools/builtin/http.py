@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from graphrunner.errors import ToolError
 from graphrunner.tools.base import ToolContext, effective_timeout, parse_params
+
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_TIMEOUT = 30.0
 BODY_SNIPPET = 200
@@ -76,6 +78,8 @@ class HttpTool:
 
 async def _send(p: HttpParams, timeout: float) -> httpx.Response:
     """Send the request within `timeout` seconds in all; transport errors become ToolErrors."""
+    import httpx  # on first use: loading a graph or a worker need not pay for it
+
     try:
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=p.follow_redirects) as c:
             request = c.request(
