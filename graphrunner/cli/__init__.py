@@ -10,8 +10,7 @@ from __future__ import annotations
 import click
 
 from graphrunner import __version__
-from graphrunner.cli.lifecycle import cancel, sweep
-from graphrunner.cli.queues import queues
+from graphrunner.cli.operator import cancel, queues, sweep
 from graphrunner.cli.run import run
 from graphrunner.cli.runs import resume, state, status, steps, submit, wait, watch
 from graphrunner.cli.runs_list import list_runs
