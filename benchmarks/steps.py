@@ -1,6 +1,6 @@
 """Steps per second of graphrunner against a bare Celery baseline, on a private Redis and private workers.
 
-    python -m benchmarks.steps [--repeat 3] [--chain-steps 1000] [--prefetch 1,4] [--json]
+    python -m benchmarks.steps [--repeat 2] [--chain-steps 1000] [--prefetch 1,4] [--json]
 
 Times 1 run of 1,000 steps and 20 concurrent runs of 1,000 steps on both sides, rounds
 interleaved, and prints medians, CPU per step by process and a verdict per DESIGN §9 target.
@@ -92,7 +92,7 @@ class Bench:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line."""
     p = argparse.ArgumentParser(prog="python -m benchmarks.steps", description=__doc__.splitlines()[0])
-    p.add_argument("--repeat", type=int, default=3, help="interleaved repetitions (median reported)")
+    p.add_argument("--repeat", type=int, default=2, help="interleaved repetitions (median reported)")
     p.add_argument("--steps", type=int, default=1000, help="steps of the single-chain scenario")
     p.add_argument("--chains", type=int, default=20, help="chains (runs) of the concurrent scenario")
     p.add_argument("--chain-steps", type=int, default=1000, help="steps per chain, concurrent scenario")
