@@ -10,6 +10,9 @@ from typing import Any
 BASELINE = "baseline"
 THROUGHPUT_TARGET = 0.90  # DESIGN §9: at least 90% of the baseline's steps per second
 WORKER_CPU_TARGET = 1.20  # DESIGN §9: worker CPU per step (main + pool) at most 1.2x the baseline's
+ROUNDTRIP_TARGET = (
+    2.0  # DESIGN §9: store and publish round trips per step (load; commit with the next message)
+)
 
 
 @dataclass(frozen=True)
@@ -193,6 +196,22 @@ def roundtrip_table(counts: dict[str, dict[str, Any]]) -> str:
             detail = ", ".join(f"{name} {n:g}" for name, n in tally["commands"][cat].items() if n >= 0.01)
             rows.append((side, cat, "-" if trips is None else f"{trips:.2f}", f"{total:.2f}", detail))
     return align(rows)
+
+
+def roundtrip_verdicts(counts: dict[str, dict[str, Any]]) -> str:
+    """Store round trips plus the broker's LPUSH (publishing the next step) per step, against two."""
+    head = ("target", "side", "store", "publish (LPUSH)", "figure", "verdict")
+    body = []
+    for side, tally in counts.items():
+        if side.startswith(BASELINE):
+            continue
+        store = tally["round_trips"].get("store", 0.0)
+        publish = tally["commands"].get("broker", {}).get("LPUSH", 0.0)
+        met = store + publish <= ROUNDTRIP_TARGET + 0.05  # per-run commands amortise to a few hundredths
+        figure = f"{store + publish:.2f}"
+        target = f"store + publish round trips/step <= {ROUNDTRIP_TARGET:g}"
+        body.append((target, side, f"{store:.2f}", f"{publish:.2f}", figure, "met" if met else "NOT MET"))
+    return align([head, *body]) if body else ""
 
 
 def align(rows: Sequence[tuple[str, ...]]) -> str:

@@ -271,6 +271,7 @@ def show(figures: dict[str, Any]) -> None:
     if figures["roundtrips"]:
         print("\nRedis commands per step (MONITOR, one chain)")
         print(report.roundtrip_table(figures["roundtrips"]))
+        print("\n" + report.roundtrip_verdicts(figures["roundtrips"]))
 
 
 def check_quiet() -> list[float]:
