@@ -60,9 +60,17 @@ class CpuProbe:
         }
 
 
+WORKER_ROLES = ("worker_main", "worker_pool")
+
+
 def per_step(before: dict[str, float], after: dict[str, float], steps: int) -> dict[str, float]:
-    """Microseconds of CPU per step by role, and their total."""
+    """Microseconds of CPU per step by role, their total, and the worker's (main plus pool)."""
     used = {role: (after[role] - before[role]) * 1e6 / steps for role in before}
-    return (
-        {**{k: round(v, 1) for k, v in used.items()}, "total": round(sum(used.values()), 1)} if used else {}
-    )
+    if not used:
+        return {}
+    worker = sum(used[role] for role in WORKER_ROLES)
+    return {
+        **{k: round(v, 1) for k, v in used.items()},
+        "total": round(sum(used.values()), 1),
+        "worker": round(worker, 1),
+    }

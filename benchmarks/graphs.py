@@ -1,5 +1,6 @@
 """The graphs graphrunner runs in the benchmarks: loops of no-op steps, `inputs.limit` steps long
-(benchmarks.steps), and one parallel foreach fan-out over `inputs.items` (benchmarks.foreach)."""
+(benchmarks.steps), one parallel foreach fan-out over `inputs.items` (benchmarks.foreach) and a
+3-node linear graph of no-op steps (benchmarks.latency)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,32 @@ nodes:
     next: $end
 """
 
+THREE_NODES = """
+id: bench/three-nodes
+version: "1"
+description: Three no-op steps in a line (a gate, an echo action, a return) for submit-to-result latency
+inputs:
+  x: {type: integer, default: 0}
+state:
+  n: {type: integer, default: 0}
+config:
+  start: gate
+nodes:
+  gate:
+    type: gate
+    assign: {n: "${inputs.x + 1}"}
+    next: echo
+  echo:
+    action: {tool: echo, params: {n: "${state.n + 1}"}}
+    assign: {n: "${result.n}"}
+    next: done
+  done:
+    type: return
+    output: {n: "${state.n}"}
+"""
+THREE_NODES_STEPS = 3
+THREE_NODES_OUTPUT = {"n": 2}  # with the default input x = 0
+
 
 def load(kind: str, settings: Settings) -> Graph:
     """The compiled loop graph of one kind (`gate` or `echo`)."""
@@ -82,3 +109,8 @@ def load(kind: str, settings: Settings) -> Graph:
 def load_foreach(settings: Settings) -> Graph:
     """The compiled foreach fan-out graph."""
     return parse_graph(FOREACH_FANOUT, file="<bench:foreach>", settings=settings)
+
+
+def load_three_nodes(settings: Settings) -> Graph:
+    """The compiled 3-node linear graph (gate, echo, return)."""
+    return parse_graph(THREE_NODES, file="<bench:three-nodes>", settings=settings)

@@ -137,6 +137,8 @@ def cursor_at(client: Client, depth: int) -> str:
         seen, cursor = seen + len(page.runs), page.next_cursor
         if cursor is None:
             raise RuntimeError(f"only {seen} runs listed, wanted a cursor at {depth}")
+    if cursor is None:
+        raise RuntimeError(f"no cursor at depth {depth}")
     return cursor
 
 
@@ -198,7 +200,7 @@ def table(rows: list[dict[str, Any]], totals: dict[str, int]) -> str:
 
 def used_mb(client: Client) -> float:
     """Redis memory in use (whole server), MB."""
-    return round(client.store.redis.info("memory")["used_memory"] / 1e6, 1)
+    return round(float(client.store.redis.info("memory")["used_memory"]) / 1e6, 1)
 
 
 def run(server: EmbeddedRedis, args: argparse.Namespace) -> dict[str, Any]:

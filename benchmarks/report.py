@@ -8,6 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 BASELINE = "baseline"
+THROUGHPUT_TARGET = 0.90  # DESIGN §9: at least 90% of the baseline's steps per second
+WORKER_CPU_TARGET = 1.20  # DESIGN §9: worker CPU per step (main + pool) at most 1.2x the baseline's
+ROUNDTRIP_TARGET = (
+    2.0  # DESIGN §9: store and publish round trips per step (load; commit with the next message)
+)
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,12 @@ class Results:
         base = self.cpu(prefetch, scenario, BASELINE).get("total")
         return base / mine if mine and base else None
 
+    def worker_cpu_ratio(self, prefetch: int, scenario: str, side: str) -> float | None:
+        """The side's worker CPU per step (main + pool) over the baseline's: DESIGN §9's CPU figure."""
+        mine = self.cpu(prefetch, scenario, side).get("worker")
+        base = self.cpu(prefetch, scenario, BASELINE).get("worker")
+        return mine / base if mine and base else None
+
     def rows(self) -> list[dict[str, Any]]:
         """One record per cell: rates, median and ratio to the baseline."""
         return [
@@ -77,6 +88,7 @@ class Results:
                 "ratio": None if side == BASELINE else _round(self.ratio(p, sc, side)),
                 "cpu_us_per_step": self.cpu(p, sc, side),
                 "cpu_ratio": None if side == BASELINE else _round(self.cpu_ratio(p, sc, side)),
+                "worker_cpu_ratio": None if side == BASELINE else _round(self.worker_cpu_ratio(p, sc, side)),
             }
             for p, sc, side in self.cells()
         ]
@@ -92,15 +104,14 @@ def _round(value: float | None, digits: int = 3) -> float | None:
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The results as an aligned text table."""
-    head = ("prefetch", "scenario", "side", "steps/s (median)", "ratio", "cpu ratio", "each run (steps/s)")
+    head = ("prefetch", "scenario", "side", "steps/s (median)", "ratio", "each run (steps/s)")
     body = [
         (
             str(r["prefetch"]),
             r["scenario"],
             r["side"],
             f"{r['median']:.0f}",
-            "" if r["ratio"] is None else f"{r['ratio']:.2f}x",
-            "" if r.get("cpu_ratio") is None else f"{r['cpu_ratio']:.2f}x",
+            _times(r["ratio"]),
             ", ".join(f"{x:.0f}" for x in r["rates"]),
         )
         for r in rows
@@ -109,19 +120,55 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def cpu_table(rows: list[dict[str, Any]]) -> str:
-    """Median CPU microseconds per step by process role, one line per cell."""
-    roles = list(dict.fromkeys(role for r in rows for role in r["cpu_us_per_step"]))
-    head = ("prefetch", "scenario", "side", *(f"{role} us" for role in roles))
+    """Median CPU microseconds per step by process role, the worker's, and its ratio to the baseline."""
+    roles = [x for x in dict.fromkeys(role for r in rows for role in r["cpu_us_per_step"]) if x != "worker"]
+    head = (
+        "prefetch",
+        "scenario",
+        "side",
+        *(f"{role} us" for role in roles),
+        "worker us",
+        "worker vs baseline",
+    )
     body = [
         (
             str(r["prefetch"]),
             r["scenario"],
             r["side"],
             *(f"{r['cpu_us_per_step'].get(x, 0):.0f}" for x in roles),
+            f"{r['cpu_us_per_step'].get('worker', 0):.0f}",
+            _times(r.get("worker_cpu_ratio")),
         )
         for r in rows
     ]
     return align([head, *body]) if roles else ""
+
+
+def verdicts(rows: list[dict[str, Any]]) -> str:
+    """One line per DESIGN §9 target and graphrunner cell: the figure, the target, met or not."""
+    head = ("target", "prefetch", "scenario", "side", "figure", "verdict")
+    body = []
+    for r in rows:
+        if r["side"].startswith(BASELINE):
+            continue
+        cell = (str(r["prefetch"]), r["scenario"], r["side"])
+        throughput = _verdict(r["ratio"], THROUGHPUT_TARGET, at_least=True)
+        cpu = _verdict(r.get("worker_cpu_ratio"), WORKER_CPU_TARGET, at_least=False)
+        body.append((f"steps/s >= {THROUGHPUT_TARGET:.2f}x baseline", *cell, *throughput))
+        body.append((f"worker CPU/step <= {WORKER_CPU_TARGET:.2f}x baseline", *cell, *cpu))
+    return align([head, *body]) if body else ""
+
+
+def _verdict(value: float | None, target: float, *, at_least: bool) -> tuple[str, str]:
+    """The figure as text and `met` / `not met` (`n/a` when it was not measured)."""
+    if value is None:
+        return "-", "n/a"
+    met = value >= target if at_least else value <= target
+    return f"{value:.2f}x", "met" if met else "NOT MET"
+
+
+def _times(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}x"
 
 
 def prefetch_summary(results: Results, scenario: str) -> list[str]:
@@ -149,6 +196,22 @@ def roundtrip_table(counts: dict[str, dict[str, Any]]) -> str:
             detail = ", ".join(f"{name} {n:g}" for name, n in tally["commands"][cat].items() if n >= 0.01)
             rows.append((side, cat, "-" if trips is None else f"{trips:.2f}", f"{total:.2f}", detail))
     return align(rows)
+
+
+def roundtrip_verdicts(counts: dict[str, dict[str, Any]]) -> str:
+    """Store round trips plus the broker's LPUSH (publishing the next step) per step, against two."""
+    head = ("target", "side", "store", "publish (LPUSH)", "figure", "verdict")
+    body = []
+    for side, tally in counts.items():
+        if side.startswith(BASELINE):
+            continue
+        store = tally["round_trips"].get("store", 0.0)
+        publish = tally["commands"].get("broker", {}).get("LPUSH", 0.0)
+        met = store + publish <= ROUNDTRIP_TARGET + 0.05  # per-run commands amortise to a few hundredths
+        figure = f"{store + publish:.2f}"
+        target = f"store + publish round trips/step <= {ROUNDTRIP_TARGET:g}"
+        body.append((target, side, f"{store:.2f}", f"{publish:.2f}", figure, "met" if met else "NOT MET"))
+    return align([head, *body]) if body else ""
 
 
 def align(rows: Sequence[tuple[str, ...]]) -> str:

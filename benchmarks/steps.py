@@ -1,7 +1,9 @@
 """Steps per second of graphrunner against a bare Celery baseline, on a private Redis and private workers.
 
-    python -m benchmarks.steps [--repeat 2] [--prefetch 1,4] [--baseline-events] [--json]
+    python -m benchmarks.steps [--repeat 2] [--chain-steps 1000] [--prefetch 1,4] [--json]
 
+Times 1 run of 1,000 steps and 20 concurrent runs of 1,000 steps on both sides, rounds
+interleaved, and prints medians, CPU per step by process and a verdict per DESIGN §9 target.
 See benchmarks/README.md for the scenarios and how to read the output.
 """
 
@@ -93,7 +95,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=2, help="interleaved repetitions (median reported)")
     p.add_argument("--steps", type=int, default=1000, help="steps of the single-chain scenario")
     p.add_argument("--chains", type=int, default=20, help="chains (runs) of the concurrent scenario")
-    p.add_argument("--chain-steps", type=int, default=250, help="steps per chain, concurrent scenario")
+    p.add_argument("--chain-steps", type=int, default=1000, help="steps per chain, concurrent scenario")
     p.add_argument("--graphs", default="gate,echo", help="graphrunner loops to time: gate, echo")
     p.add_argument("--prefetch", default="1", help="worker prefetch multipliers to compare, e.g. 1,4")
     p.add_argument("--concurrency", type=int, default=2, help="prefork processes per worker")
@@ -260,11 +262,16 @@ def show(figures: dict[str, Any]) -> None:
         print(line)
     cpu = report.cpu_table(figures["rows"])
     if cpu:
-        print("\nCPU time per step (median, microseconds) by process")
+        print("\nCPU time per step (median, microseconds) by process; worker = main + pool")
         print(cpu)
+    verdicts = report.verdicts(figures["rows"])
+    if verdicts:
+        print("\nDESIGN §9 targets (medians)")
+        print(verdicts)
     if figures["roundtrips"]:
         print("\nRedis commands per step (MONITOR, one chain)")
         print(report.roundtrip_table(figures["roundtrips"]))
+        print("\n" + report.roundtrip_verdicts(figures["roundtrips"]))
 
 
 def check_quiet() -> list[float]:

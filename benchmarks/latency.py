@@ -1,0 +1,184 @@
+"""Submit-to-result latency of a 3-node graph on a warm graphrunner worker, one run at a time.
+
+    python -m benchmarks.latency [--runs 200] [--warm-up 20] [--json]
+
+One worker (prefork, `-c 2`, prefetch 1) on a private Redis; each run of `bench/three-nodes`
+(gate, echo, return) is submitted once the previous one has finished. Each run is timed
+from just before `Client.submit` two ways: until `RunHandle.wait()` returns (client-observed)
+and until the run's final commit (`updated_at` of its record, ms). See benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+
+from benchmarks import graphs, report
+from benchmarks.drivers import poll_client
+from benchmarks.processes import Worker, running_worker, terminate_as_exit
+from benchmarks.steps import Bench, check_quiet, environment, graphrunner_phase, say
+from graphrunner.client import Client
+from graphrunner.embedded import EmbeddedRedis
+from graphrunner.graph import Graph
+from graphrunner.settings import Settings
+from graphrunner.store import keys
+
+TARGET_P50_MS = 5.0  # DESIGN §9: a 3-node graph on a warm cluster, submit to result, median
+PERCENTILES = (50, 90, 99)
+FIRST_RUN_TIMEOUT = 60.0  # seconds: the first warm-up run also waits for the worker to start
+MEASURES = {
+    "client_ms": "client-observed (submit -> wait() returns)",
+    "commit_ms": "commit-based (submit -> final commit, updated_at)",
+    "submit_ms": "submit() call alone (informational)",
+}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One run's latencies in milliseconds, all from just before `Client.submit`."""
+
+    client_ms: float
+    commit_ms: float
+    submit_ms: float
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line."""
+    p = argparse.ArgumentParser(prog="python -m benchmarks.latency", description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=200, help="timed runs, one at a time")
+    p.add_argument("--warm-up", type=int, default=20, help="runs before the timed ones (not reported)")
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds one run may take")
+    p.add_argument("--prefetch", type=int, default=1, help="worker prefetch multiplier")
+    p.add_argument("--concurrency", type=int, default=2, help="prefork processes of the worker")
+    p.add_argument("--loglevel", default="WARNING", help="worker log level")
+    p.add_argument("--json", action="store_true", help="also print every figure as one JSON line")
+    args = p.parse_args(argv)
+    if args.runs < 1 or args.warm_up < 0:
+        p.error("--runs must be at least 1 and --warm-up not negative")
+    return args
+
+
+class LatencyDriver:
+    """Submits runs of the 3-node graph through the public `Client` and times each to its result."""
+
+    def __init__(self, url: str, prefetch: int) -> None:
+        settings = Settings(redis_url=url, prefetch=prefetch, quiet=True)
+        self.client = Client(settings=settings)
+        self.graph: Graph = graphs.load_three_nodes(settings)
+        self.poll = poll_client(url)
+
+    def run(self, timeout: float) -> Sample:
+        """Submit one run, wait for its result, check it, and return its latencies."""
+        started = time.time()
+        began = time.perf_counter()
+        handle = self.client.submit(self.graph)
+        submitted = time.perf_counter()
+        result = handle.wait(timeout)
+        observed = time.perf_counter()
+        if result.status != "completed" or result.output != graphs.THREE_NODES_OUTPUT:
+            raise RuntimeError(f"run {handle.id} ended {result.status} with output {result.output!r}")
+        if result.step_count != graphs.THREE_NODES_STEPS:
+            raise RuntimeError(f"run {handle.id} took {result.step_count} steps, expected 3")
+        return Sample(
+            client_ms=(observed - began) * 1000,
+            commit_ms=self._committed_ms(handle.id) - started * 1000,
+            submit_ms=(submitted - began) * 1000,
+        )
+
+    def _committed_ms(self, run_id: str) -> int:
+        """The run's final commit time: `updated_at` of its record (epoch ms, worker's clock)."""
+        return int(self.poll.hget(keys.run(run_id), "updated_at") or 0)
+
+    def close(self) -> None:
+        """Release the driver's connections."""
+        self.client.close()
+        self.poll.close()
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The nearest-rank `p`th percentile of `values`."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    """p50, p90, p99 and max of `values`, rounded to 0.01 ms."""
+    found = {f"p{p}": percentile(values, p) for p in PERCENTILES}
+    return {k: round(v, 2) for k, v in {**found, "max": max(values)}.items()}
+
+
+def timed_runs(driver: LatencyDriver, args: argparse.Namespace, worker: Worker) -> list[Sample]:
+    """The warm-up runs (dropped), then `--runs` timed ones, one after another."""
+    samples = []
+    for n in range(args.warm_up + args.runs):
+        timeout = FIRST_RUN_TIMEOUT if n == 0 else args.timeout
+        try:
+            sample = driver.run(timeout)
+        except Exception as exc:
+            worker.check_alive()
+            raise RuntimeError(f"run {n + 1}: {exc}; worker log:\n{worker.tail()}") from exc
+        if n >= args.warm_up:
+            samples.append(sample)
+    return samples
+
+
+def measure(bench: Bench) -> list[Sample]:
+    """Start one graphrunner worker, warm it up, time the runs, stop it."""
+    args = bench.args
+    phase = graphrunner_phase(bench, args.prefetch, False)
+    with running_worker(phase.name, phase.command, phase.env) as worker:
+        driver = LatencyDriver(bench.url, args.prefetch)
+        try:
+            say(f"{args.warm_up} warm-up runs, then {args.runs} timed runs, one at a time")
+            return timed_runs(driver, args, worker)
+        finally:
+            driver.close()
+
+
+def figures(samples: list[Sample]) -> dict[str, dict[str, float]]:
+    """The percentiles of each measure."""
+    return {name: summary([getattr(s, name) for s in samples]) for name in MEASURES}
+
+
+def show(stats: dict[str, dict[str, float]], runs: int) -> None:
+    """Print the percentile table and the verdict on stdout."""
+    print(f"submit to result, 3-node graph (gate -> echo -> return), {runs} runs one at a time (ms)")
+    head = ("measure", *(f"p{p}" for p in PERCENTILES), "max")
+    body = [(label, *(f"{v:.2f}" for v in stats[name].values())) for name, label in MEASURES.items()]
+    print(report.align([head, *body]))
+    print(f"\nDESIGN §9 target: submit to result, median <= {TARGET_P50_MS:g} ms")
+    for name in ("client_ms", "commit_ms"):
+        p50 = stats[name]["p50"]
+        verdict = "met" if p50 <= TARGET_P50_MS else "NOT MET"
+        print(f"  {MEASURES[name].split(' (')[0]:16} p50 {p50:6.2f} ms: {verdict}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the latency benchmark; print the table, the verdict (and the JSON line with --json)."""
+    args = parse_args(argv)
+    args.graphs = []  # graphrunner_phase's loop drivers are not used here
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    load_before = check_quiet()
+    with terminate_as_exit(), EmbeddedRedis() as server:
+        say(f"private Redis at {server.url}")
+        samples = measure(Bench(server, args))
+        env = environment(server.url)
+    env["load_average"] = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
+    stats = figures(samples)
+    show(stats, len(samples))
+    if args.json:
+        settings = {k: v for k, v in vars(args).items() if k not in ("json", "graphs")}
+        record = {"date": started, "settings": settings, "environment": env, "percentiles": stats}
+        print(json.dumps({**record, "samples": [asdict(s) for s in samples]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
