@@ -119,8 +119,7 @@ class GraphDriver:
 
     def close(self) -> None:
         """Release the driver's connections."""
-        self.client.runtime.app.close()
-        self.client.store.redis.close()
+        self.client.close()
         self.poll.close()
 
 
