@@ -152,15 +152,7 @@ class Publisher:
         if self.broker is not None:
             self.broker.push(send.queue, send.body)
             return
-        out = Outgoing.model_validate_json(send.body)
-        self.app.send_task(
-            out.task,
-            args=list(out.args),
-            queue=out.queue,
-            shadow=out.shadow,
-            retry=True,
-            retry_policy=PUBLISH_RETRY,
-        )
+        self._signature(self.app, Outgoing.model_validate_json(send.body)).apply_async()
 
     def pump(self, now: float, limit: int = 100) -> int:
         """Move durable timers due by `now` onto their queues; how many were moved."""

@@ -35,6 +35,14 @@ nodes:
   done: {type: return, output: {trail: "${state.trail}"}}
 """
 
+NAP = """
+id: unit/nap
+config: {start: nap}
+nodes:
+  nap: {action: {tool: sleep, params: {seconds: 3600}}, next: done}
+  done: {type: return}
+"""
+
 # Nothing listens at this URL: it only satisfies the Celery app a worker builds (never connected).
 SETTINGS = Settings(redis_url="redis://127.0.0.1:1/0", queue="gr-unit")
 ACTIVE = ("running", "pending")

@@ -16,7 +16,7 @@ from typing import Any
 import engine_targets
 import pytest
 import redis
-from memory_cluster import LINEAR, MemoryCluster, child_graphs, statuses, submit
+from memory_cluster import LINEAR, NAP, MemoryCluster, child_graphs, statuses, submit
 
 from graphrunner.cluster.messages import Outgoing, StepMessage
 from graphrunner.engine import RunStatus
@@ -87,14 +87,7 @@ def test_a_late_duplicate_changes_nothing_at_any_later_step(direct: MemoryCluste
 
 
 def test_a_message_of_another_phase_or_step_is_dropped(direct: MemoryCluster) -> None:
-    text = """
-    id: unit/nap
-    config: {start: nap}
-    nodes:
-      nap: {action: {tool: sleep, params: {seconds: 3600}}, next: done}
-      done: {type: return}
-    """
-    run_id = submit(direct, text)
+    run_id = submit(direct, NAP)
     assert direct.step().outcome == "suspended"
     before = direct.snap(run_id)
     assert before.phase == 1 and before.wait is not None and before.wait["kind"] == "timer"
@@ -250,14 +243,7 @@ def test_a_retry_backoff_waits_on_a_timer_not_on_the_queue(direct: MemoryCluster
 
 
 def test_a_timer_that_comes_early_is_armed_again_without_a_commit(direct: MemoryCluster) -> None:
-    text = """
-    id: unit/nap
-    config: {start: nap}
-    nodes:
-      nap: {action: {tool: sleep, params: {seconds: 3600}}, next: done}
-      done: {type: return}
-    """
-    run_id = submit(direct, text)
+    run_id = submit(direct, NAP)
     direct.step()
     before = direct.snap(run_id)
     due = due_of(direct, run_id)

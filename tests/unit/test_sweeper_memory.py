@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from memory_cluster import LINEAR, MemoryCluster, child_graphs, statuses, submit
+from memory_cluster import LINEAR, NAP, MemoryCluster, child_graphs, statuses, submit
 
 from graphrunner import parse_graph
 from graphrunner.cluster.messages import StepMessage
@@ -81,14 +81,7 @@ def test_only_runs_past_their_deadline_are_looked_at(mc: MemoryCluster) -> None:
 
 
 def test_a_timer_not_due_yet_is_not_lost(mc: MemoryCluster) -> None:
-    text = """
-    id: unit/nap
-    config: {start: nap}
-    nodes:
-      nap: {action: {tool: sleep, params: {seconds: 3600}}, next: done}
-      done: {type: return}
-    """
-    run_id = submit(mc, text)
+    run_id = submit(mc, NAP)
     assert mc.step().outcome == "suspended"
     report = sweep_overdue(mc, run_id)
     assert report.checked == 1 and report.repaired == [] and mc.waiting() == []
