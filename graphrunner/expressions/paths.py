@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from graphrunner.expressions.failures import evaluation_error
+
 SEGMENT = r"(?:[A-Za-z_][A-Za-z0-9_-]*|\d+)"
 PATH = re.compile(rf"^[A-Za-z_][A-Za-z0-9_]*(?:\.{SEGMENT})*$")
 LITERAL = re.compile(r'^(?:"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null)$')
@@ -44,6 +46,7 @@ class Fallback:
 
     choices: tuple[tuple[str, ...] | Any, ...]
     literal_flags: tuple[bool, ...]
+    source: str = ""
 
     @property
     def roots(self) -> set[str]:
@@ -52,10 +55,13 @@ class Fallback:
 
     def evaluate(self, context: Mapping[str, Any]) -> Any:
         """The first present value (`false` and `0` count as present)."""
-        for choice, is_literal in zip(self.choices, self.literal_flags, strict=True):
-            value = choice if is_literal else resolve(context, choice)
-            if value is not None:
-                return value
+        try:
+            for choice, is_literal in zip(self.choices, self.literal_flags, strict=True):
+                value = choice if is_literal else resolve(context, choice)
+                if value is not None:
+                    return value
+        except Exception as exc:
+            raise evaluation_error(self.source, exc) from None
         return None
 
 
@@ -76,7 +82,7 @@ def parse_fallback(text: str) -> Fallback | None:
             return None
     if not any(not f for f in flags):
         return None
-    return Fallback(tuple(choices), tuple(flags))
+    return Fallback(tuple(choices), tuple(flags), text.strip())
 
 
 def _split_or(text: str) -> list[str]:
