@@ -14,6 +14,7 @@ SEGMENT = r"(?:[A-Za-z_][A-Za-z0-9_-]*|\d+)"
 PATH = re.compile(rf"^[A-Za-z_][A-Za-z0-9_]*(?:\.{SEGMENT})*$")
 LITERAL = re.compile(r'^(?:"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null)$')
 KEYWORDS = frozenset({"true", "false", "null"})
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def parse_path(text: str) -> tuple[str, ...] | None:
@@ -75,14 +76,30 @@ def parse_fallback(text: str) -> Fallback | None:
         if path is not None:
             choices.append(path)
             flags.append(False)
-        elif LITERAL.match(piece) and len(pieces) > 1:
-            choices.append(json.loads(piece))
-            flags.append(True)
         else:
-            return None
+            value = _literal(piece) if LITERAL.match(piece) and len(pieces) > 1 else _NOT_A_VALUE
+            if value is _NOT_A_VALUE:
+                return None
+            choices.append(value)
+            flags.append(True)
     if not any(not f for f in flags):
         return None
     return Fallback(tuple(choices), tuple(flags), text.strip())
+
+
+_NOT_A_VALUE = object()
+
+
+def _literal(text: str) -> Any:
+    """The JSON value of a literal; `_NOT_A_VALUE` for one JSON or Python cannot take
+    (a bad escape, an integer too long, an unpaired surrogate), which CEL then reports."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return _NOT_A_VALUE
+    if isinstance(value, str) and SURROGATE.search(value):
+        return _NOT_A_VALUE
+    return value
 
 
 def _split_or(text: str) -> list[str]:

@@ -142,3 +142,18 @@ def test_operators_inside_string_literals_do_not_count() -> None:
 def test_a_long_list_literal_is_fine() -> None:
     text = "[" + ", ".join(["1"] * 1000) + "]"
     assert compile_template("${size(" + text + ")}", NAMES).render({}) == 1000
+
+
+@pytest.mark.parametrize(
+    "literal",
+    ["1" * 5000, '"\\x"', '"\\ud800"', '"a\\udc00b"'],
+    ids=["huge-int", "bad-escape", "lone-surrogate", "lone-low-surrogate"],
+)
+def test_fallback_literal_that_is_not_a_value_is_a_compile_error(literal: str) -> None:
+    with pytest.raises(ExpressionError, match="does not parse"):
+        compile_template("${state.x || " + literal + "}", NAMES)
+
+
+def test_fallback_literals_that_are_values() -> None:
+    template = compile_template('${state.x || "\\ud83d\\udca5\\n" || 1}', NAMES)
+    assert template.render({"state": {}}) == "\U0001f4a5\n"
