@@ -143,8 +143,9 @@ def _regex(value: Any) -> re.Pattern[str]:
         raise ExpressionError(f"'matches' needs a regular expression string, got {describe(value)}")
     try:
         return re.compile(value)
-    except re.error as exc:
-        raise ExpressionError(f"bad regular expression {describe(value)}: {exc}", value) from None
+    except (re.error, RecursionError, OverflowError) as exc:  # nested or repeated past Python's limits
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ExpressionError(f"bad regular expression {describe(value)}: {reason}", value) from None
 
 
 class Combined:

@@ -157,3 +157,17 @@ def test_fallback_literal_that_is_not_a_value_is_a_compile_error(literal: str) -
 def test_fallback_literals_that_are_values() -> None:
     template = compile_template('${state.x || "\\ud83d\\udca5\\n" || 1}', NAMES)
     assert template.render({"state": {}}) == "\U0001f4a5\n"
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["(" * 1000 + ")" * 1000, "a{99999999999}", "(", "\\N{NO SUCH NAME}"],
+    ids=["deep", "huge", "open", "name"],
+)
+def test_matches_with_a_pattern_python_cannot_compile(pattern: str) -> None:
+    with pytest.raises(ExpressionError, match="bad regular expression"):
+        compile_condition(StructuredCondition(path="state.v", op="matches", value=pattern), NAMES)
+    with pytest.raises(ExpressionError, match="bad regular expression"):
+        holds(
+            {"path": "state.v", "op": "matches", "value": "${state.p}"}, {"state": {"v": "x", "p": pattern}}
+        )
