@@ -165,3 +165,23 @@ def test_the_content_hash_of_a_set_does_not_depend_on_hash_seeds(tmp_path: Path)
         for seed in ("1", "2", "3")
     }
     assert len(hashes) == 1
+
+
+@pytest.mark.parametrize(
+    ("replace", "code"),
+    [
+        ("state: {s: {type: list, default: []}}", "reducer_configuration_invalid"),
+        ("a: {type: gate, assign: {s: [1]}, next: done}", "invalid_schema"),
+    ],
+)
+def test_a_module_that_fails_to_import_is_reported(replace: str, code: str) -> None:
+    ref = "import_raises_targets:fn"
+    new = (
+        f"state: {{s: {{type: list, default: [], reducer: '{ref}'}}}}"
+        if code == "reducer_configuration_invalid"
+        else f"a: {{type: gate, assign: {{s: [1]}}, next: {{fn: '{ref}'}}}}"
+    )
+    with pytest.raises(GraphValidationError) as info:
+        parse_graph(VALID.replace(replace, new), file="g.yaml", settings=Settings())
+    [issue] = [i for i in info.value.issues if i.code == code]
+    assert "RuntimeError: this module refuses to be imported" in issue.message
