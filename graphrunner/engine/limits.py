@@ -22,6 +22,7 @@ MAX_DEPTH = 64  # lists and mappings nested in one input or state field
 MAX_INT_DIGITS = sys.int_info.default_max_str_digits  # 4300: Python cannot write longer integers as text
 INT_LIMIT = 10**MAX_INT_DIGITS
 SURROGATE = re.compile("[\ud800-\udfff]")
+CONTAINERS = (Mapping, list, tuple)
 UNPAIRED = "holds a string with an unpaired surrogate, which is not valid Unicode"
 
 
@@ -70,7 +71,7 @@ def check_size(value: Mapping[str, Any], limit: int | None, what: str) -> None:
 def check_data(fields: Mapping[str, Any], what: str) -> None:
     """Raise `StateValidationError` naming the first field of `fields` that is not JSON data."""
     for name, value in fields.items():
-        if not isinstance(name, str) or SURROGATE.search(name):
+        if not isinstance(name, str) or not _plain_text(name):
             raise StateValidationError(f"{what}: {_bad_key(name)}", fields=[describe(name)])
         problem = data_problem(value)
         if problem:
@@ -79,31 +80,36 @@ def check_data(fields: Mapping[str, Any], what: str) -> None:
 
 def data_problem(value: Any) -> str | None:
     """What makes `value` not JSON data within the limits ("is nested more than ..."), or None."""
-    stack = [(value, 0)]
+    if not isinstance(value, CONTAINERS):
+        return _scalar_problem(value)
+    stack = [(value, 0)]  # containers only: scalars are checked where they are met
     while stack:
-        item, depth = stack.pop()
-        if isinstance(item, Mapping | list | tuple):
-            if depth >= MAX_DEPTH:
-                return f"is nested more than {MAX_DEPTH} levels deep (the nesting limit)"
-            if isinstance(item, Mapping):
-                bad = [k for k in item if not isinstance(k, str) or SURROGATE.search(k)]
-                if bad:
-                    return f"holds {_bad_key(bad[0])}"
-            stack.extend(
-                (member, depth + 1) for member in (item.values() if isinstance(item, Mapping) else item)
-            )
-            continue
-        problem = _scalar_problem(item)
-        if problem:
-            return problem
+        container, depth = stack.pop()
+        if depth >= MAX_DEPTH:
+            return f"is nested more than {MAX_DEPTH} levels deep (the nesting limit)"
+        if isinstance(container, Mapping):
+            bad = [k for k in container if not isinstance(k, str) or not _plain_text(k)]
+            if bad:
+                return f"holds {_bad_key(bad[0])}"
+        for member in container.values() if isinstance(container, Mapping) else container:
+            if isinstance(member, CONTAINERS):
+                stack.append((member, depth + 1))
+            elif not (type(member) is str and member.isascii()):  # ASCII text: the common case
+                problem = _scalar_problem(member)
+                if problem:
+                    return problem
     return None
+
+
+def _plain_text(text: str) -> bool:
+    return text.isascii() or not SURROGATE.search(text)
 
 
 def _scalar_problem(item: Any) -> str | None:
     if item is None or isinstance(item, bool):
         return None
     if isinstance(item, str):
-        return UNPAIRED if SURROGATE.search(item) else None
+        return None if _plain_text(item) else UNPAIRED
     if isinstance(item, int):
         return None if abs(item) < INT_LIMIT else f"holds an integer of more than {MAX_INT_DIGITS} digits"
     if isinstance(item, float):
