@@ -51,6 +51,10 @@ class CelExpression:
             return to_plain(self._program.execute(variables))
         except Exception as exc:
             raise evaluation_error(self.source, exc) from None
+        except BaseException as exc:  # a Rust panic arrives as pyo3's PanicException
+            if type(exc).__name__ != "PanicException":
+                raise
+            raise evaluation_error(self.source, exc) from None
 
 
 def _check_size(source: str) -> None:

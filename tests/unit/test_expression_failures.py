@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from graphrunner.errors import ExpressionError
-from graphrunner.expressions import compile_condition, compile_template
+from graphrunner.expressions import compile_condition, compile_expression, compile_template
+from graphrunner.expressions.cel_expr import CelExpression
 from graphrunner.model import StructuredCondition
 
 NAMES = frozenset({"state", "inputs", "result"})
@@ -171,3 +172,32 @@ def test_matches_with_a_pattern_python_cannot_compile(pattern: str) -> None:
         holds(
             {"path": "state.v", "op": "matches", "value": "${state.p}"}, {"state": {"v": "x", "p": pattern}}
         )
+
+
+class PanicException(BaseException):
+    """Stands in for pyo3's PanicException: a Rust panic in the CEL library is a BaseException."""
+
+
+class _Panicking:
+    def execute(self, variables: dict[str, Any]) -> Any:
+        raise PanicException("called `Option::unwrap()` on a `None` value")
+
+
+def test_a_panic_in_the_cel_library_is_an_expression_error() -> None:
+    expr = compile_expression("inputs.a + 1", NAMES)
+    assert isinstance(expr, CelExpression)
+    expr._program = _Panicking()  # type: ignore[assignment]
+    with pytest.raises(ExpressionError, match=r"'inputs.a \+ 1' failed: called `Option::unwrap\(\)`"):
+        expr.evaluate({"inputs": {"a": 1}})
+
+
+def test_keyboard_interrupt_is_not_swallowed() -> None:
+    class Interrupting:
+        def execute(self, variables: dict[str, Any]) -> Any:
+            raise KeyboardInterrupt
+
+    expr = compile_expression("inputs.a + 1", NAMES)
+    assert isinstance(expr, CelExpression)
+    expr._program = Interrupting()  # type: ignore[assignment]
+    with pytest.raises(KeyboardInterrupt):
+        expr.evaluate({"inputs": {"a": 1}})
