@@ -28,6 +28,10 @@ def import_callable(ref: str) -> Callable[..., Any]:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise ImportFailed(f"cannot import module '{module_name}' of {ref!r}: {exc}") from None
+    except Exception as exc:  # the module itself failed while it was imported
+        raise ImportFailed(
+            f"importing module '{module_name}' of {ref!r} raised {type(exc).__name__}: {exc}"
+        ) from None
     for attr in attr_path.split("."):
         target = getattr(target, attr, None)
         if target is None:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from graphrunner.engine.limits import MAX_DEPTH, SURROGATE
 from graphrunner.errors import GraphNotFound, GraphValidationError
 from graphrunner.report import ValidationReport
 from graphrunner.settings import Settings
@@ -21,8 +22,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def print_json(data: Any) -> None:
-    """Print `data` as indented JSON on stdout."""
-    click.echo(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+    """Print `data` as indented JSON on stdout (escaped where UTF-8 cannot write a string as it is)."""
+    text = json.dumps(data, indent=2, default=str, ensure_ascii=False)
+    if SURROGATE.search(text):  # an unpaired surrogate, e.g. from a tool's result: JSON escapes it
+        text = json.dumps(data, indent=2, default=str)
+    click.echo(text)
 
 
 def print_error(message: str) -> None:
@@ -45,11 +49,28 @@ def load_settings() -> Settings:
 
 
 def parse_value(text: str) -> Any:
-    """`text` parsed as JSON when it parses, else the text itself."""
+    """`text` parsed as strict JSON when it parses (`NaN` stays text), else the text itself.
+
+    Raises `ValueError` for JSON nested too deeply to parse.
+    """
     try:
-        return json.loads(text)
+        return strict_json(text)
+    except RecursionError:
+        raise ValueError(_TOO_DEEP) from None
     except ValueError:
         return text
+
+
+def strict_json(text: str) -> Any:
+    """`json.loads` without Python's extensions: `NaN` and `Infinity` are not JSON."""
+    return json.loads(text, parse_constant=_not_json)
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_TOO_DEEP = f"nested too deeply (inputs and state may nest {MAX_DEPTH} levels)"
 
 
 def _input_pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
@@ -58,8 +79,11 @@ def _input_pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, 
     for item in values:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", ctx, param)
-        pairs[key.strip()] = parse_value(raw)
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r:.80}", ctx, param)
+        try:
+            pairs[key.strip()] = parse_value(raw)
+        except ValueError as exc:
+            raise click.BadParameter(f"{key.strip()}: {exc}", ctx, param) from None
     return pairs
 
 
@@ -69,7 +93,9 @@ def json_object(ctx: click.Context, param: click.Parameter, value: str | None) -
         return {}
     text = _read_at_file(value, ctx, param) if value.startswith("@") else value
     try:
-        data = json.loads(text)
+        data = strict_json(text)
+    except RecursionError:
+        raise click.BadParameter(_TOO_DEEP, ctx, param) from None
     except ValueError as exc:
         raise click.BadParameter(f"malformed JSON: {exc}", ctx, param) from None
     if not isinstance(data, dict):

@@ -13,7 +13,7 @@ from graphrunner.engine.limits import check_size
 from graphrunner.engine.plan import eval_context
 from graphrunner.engine.routing import route
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus
-from graphrunner.engine.state import check_inputs, check_state, initial_state
+from graphrunner.engine.state import as_mapping, check_inputs, check_state, initial_state
 from graphrunner.errors import ResumeError, RunError
 from graphrunner.model import PauseNode
 
@@ -89,7 +89,7 @@ def resume(
     """
     if snap.status not in RESUMABLE or snap.node is None:
         raise ResumeError(f"run {snap.run_id} is {snap.status.value} and cannot be resumed")
-    state = {**snap.state, **(patch or {})}
+    state = {**snap.state, **as_mapping(patch, "the state patch")}
     check_state(graph.spec, state, "resume")
     if patch:
         check_size(state, max_state_bytes, f"the state of run {snap.run_id} with the patch")

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from graphrunner.errors import StateValidationError
+from graphrunner.expressions.failures import describe
 from graphrunner.model import GraphSpec, InputField, StateField
 
 TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
@@ -27,26 +28,32 @@ def _type_problem(name: str, value: Any, fld: StateField | InputField) -> str | 
 
 
 def _short(value: Any) -> str:
-    text = repr(value)
+    text = describe(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _input_problem(name: str, value: Any, fld: InputField) -> str | None:
     problem = _type_problem(name, value, fld)
-    if problem is None and fld.enum is not None and value not in fld.enum:
-        problem = f"'{name}' must be one of {list(fld.enum)}, got {value!r}"
+    if problem is None and fld.enum is not None and not _in(value, fld.enum):
+        problem = f"'{name}' must be one of {describe(list(fld.enum))}, got {_short(value)}"
     return problem
+
+
+def _in(value: Any, allowed: tuple[Any, ...]) -> bool:
+    try:
+        return value in allowed
+    except RecursionError:  # too deep to compare: not one of the graph's (shallow) values
+        return False
 
 
 def check_inputs(spec: GraphSpec, inputs: Mapping[str, Any] | None) -> dict[str, Any]:
     """Inputs with defaults applied; raises `StateValidationError` naming every bad input."""
-    if inputs is not None and not isinstance(inputs, Mapping):
-        raise StateValidationError(f"inputs must be a mapping, got {type(inputs).__name__}", fields=[])
-    given = dict(inputs or {})
+    given = dict(as_mapping(inputs, "inputs"))
     if not spec.inputs:
         return given
     declared = ", ".join(sorted(spec.inputs))
-    problems = {n: f"unknown input '{n}'; declared inputs: {declared}" for n in given if n not in spec.inputs}
+    unknown = [n if isinstance(n, str) else describe(n) for n in given if n not in spec.inputs]
+    problems = {n: f"unknown input '{n}'; declared inputs: {declared}" for n in unknown}
     out = {}
     for name, fld in spec.inputs.items():
         if name in given:
@@ -71,8 +78,17 @@ def check_inputs(spec: GraphSpec, inputs: Mapping[str, Any] | None) -> dict[str,
 def initial_state(spec: GraphSpec, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Declared fields at their defaults (null without one), then `overrides` on top."""
     state = {name: copy.deepcopy(fld.default) for name, fld in spec.state.items()}
-    state.update(overrides or {})
+    state.update(as_mapping(overrides, "state"))
     return state
+
+
+def as_mapping(value: Mapping[str, Any] | None, what: str) -> Mapping[str, Any]:
+    """`value`, or `{}` for None; raises `StateValidationError` when it is not a mapping."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise StateValidationError(f"{what} must be a mapping of field to value, got {type(value).__name__}")
+    return value
 
 
 def type_problems(spec: GraphSpec, state: Mapping[str, Any]) -> dict[str, str]:

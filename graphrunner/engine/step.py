@@ -13,7 +13,7 @@ from typing import Any
 
 from graphrunner import namespaces as ns
 from graphrunner.compiled import CompiledGraph, CompiledNode
-from graphrunner.engine.limits import SETTING, over_limit
+from graphrunner.engine.limits import state_problem
 from graphrunner.engine.outcomes import (
     ActionFailure,
     ActionOutcome,
@@ -93,12 +93,11 @@ def complete(
     result = _complete(graph, snap, plan, outcome, now)
     if result.snapshot.state is snap.state:
         return result
-    size = over_limit(result.snapshot.state, max_state_bytes)
-    if size is None:
+    problem = state_problem(result.snapshot.state, max_state_bytes)
+    if problem is None:
         return result
     err = LimitExceeded(
-        f"node '{plan.node}' would make the state {size} bytes as JSON, over the limit of "
-        f"{max_state_bytes} bytes ({SETTING}); the state is kept as it was before the node",
+        f"node '{plan.node}' {problem}; the state is kept as it was before the node",
         node=plan.node,
         step=plan.step,
         state=snap.state,

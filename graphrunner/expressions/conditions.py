@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from graphrunner.errors import ExpressionError
+from graphrunner.expressions.failures import describe, evaluation_error
 from graphrunner.expressions.paths import parse_fallback
 from graphrunner.expressions.scanner import split_template
 from graphrunner.expressions.template import (
@@ -45,7 +46,7 @@ class ExpressionCondition:
             return False
         if not isinstance(value, bool):
             raise ExpressionError(
-                f"condition '{self.source}' gave {type(value).__name__} {value!r}, not a boolean",
+                f"condition '{self.source}' gave {type(value).__name__} {describe(value)}, not a boolean",
                 self.source,
             )
         return value
@@ -108,7 +109,7 @@ class PathCondition:
 
     def __init__(self, cond: StructuredCondition, namespaces: frozenset[str]) -> None:
         assert cond.path is not None and cond.op is not None
-        self.source = f"{cond.path} {cond.op} {cond.value!r}"
+        self.source = f"{cond.path} {cond.op} {describe(cond.value)}"
         path = parse_fallback(cond.path)
         if path is None:
             raise ExpressionError(f"condition path {cond.path!r} is not a dotted path", cond.path)
@@ -122,10 +123,13 @@ class PathCondition:
     def holds(self, context: Mapping[str, Any]) -> bool:
         left = self.expr.evaluate(context)
         right = self.value.render(context)
-        if self.op == "matches":
-            pattern = self.pattern or _regex(right)
-            return isinstance(left, str) and pattern.search(left) is not None
-        return OPS[self.op](left, right)
+        try:
+            if self.op == "matches":
+                pattern = self.pattern or _regex(right)
+                return isinstance(left, str) and pattern.search(left) is not None
+            return OPS[self.op](left, right)
+        except Exception as exc:  # values too deep to compare, and the like
+            raise evaluation_error(self.source, exc) from None
 
     def roots(self) -> set[str]:
         return self.expr.roots | self.value.roots()
@@ -136,11 +140,12 @@ class PathCondition:
 
 def _regex(value: Any) -> re.Pattern[str]:
     if not isinstance(value, str):
-        raise ExpressionError(f"'matches' needs a regular expression string, got {value!r}")
+        raise ExpressionError(f"'matches' needs a regular expression string, got {describe(value)}")
     try:
         return re.compile(value)
-    except re.error as exc:
-        raise ExpressionError(f"bad regular expression {value!r}: {exc}", value) from None
+    except (re.error, RecursionError, OverflowError) as exc:  # nested or repeated past Python's limits
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise ExpressionError(f"bad regular expression {describe(value)}: {reason}", value) from None
 
 
 class Combined:

@@ -8,10 +8,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from graphrunner.expressions.failures import evaluation_error
+
 SEGMENT = r"(?:[A-Za-z_][A-Za-z0-9_-]*|\d+)"
 PATH = re.compile(rf"^[A-Za-z_][A-Za-z0-9_]*(?:\.{SEGMENT})*$")
 LITERAL = re.compile(r'^(?:"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null)$')
 KEYWORDS = frozenset({"true", "false", "null"})
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def parse_path(text: str) -> tuple[str, ...] | None:
@@ -44,6 +47,7 @@ class Fallback:
 
     choices: tuple[tuple[str, ...] | Any, ...]
     literal_flags: tuple[bool, ...]
+    source: str = ""
 
     @property
     def roots(self) -> set[str]:
@@ -52,10 +56,13 @@ class Fallback:
 
     def evaluate(self, context: Mapping[str, Any]) -> Any:
         """The first present value (`false` and `0` count as present)."""
-        for choice, is_literal in zip(self.choices, self.literal_flags, strict=True):
-            value = choice if is_literal else resolve(context, choice)
-            if value is not None:
-                return value
+        try:
+            for choice, is_literal in zip(self.choices, self.literal_flags, strict=True):
+                value = choice if is_literal else resolve(context, choice)
+                if value is not None:
+                    return value
+        except Exception as exc:
+            raise evaluation_error(self.source, exc) from None
         return None
 
 
@@ -69,14 +76,30 @@ def parse_fallback(text: str) -> Fallback | None:
         if path is not None:
             choices.append(path)
             flags.append(False)
-        elif LITERAL.match(piece) and len(pieces) > 1:
-            choices.append(json.loads(piece))
-            flags.append(True)
         else:
-            return None
+            value = _literal(piece) if LITERAL.match(piece) and len(pieces) > 1 else _NOT_A_VALUE
+            if value is _NOT_A_VALUE:
+                return None
+            choices.append(value)
+            flags.append(True)
     if not any(not f for f in flags):
         return None
-    return Fallback(tuple(choices), tuple(flags))
+    return Fallback(tuple(choices), tuple(flags), text.strip())
+
+
+_NOT_A_VALUE = object()
+
+
+def _literal(text: str) -> Any:
+    """The JSON value of a literal; `_NOT_A_VALUE` for one JSON or Python cannot take
+    (a bad escape, an integer too long, an unpaired surrogate), which CEL then reports."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return _NOT_A_VALUE
+    if isinstance(value, str) and SURROGATE.search(value):
+        return _NOT_A_VALUE
+    return value
 
 
 def _split_or(text: str) -> list[str]:

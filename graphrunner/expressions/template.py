@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from graphrunner.errors import ExpressionError
 from graphrunner.expressions.cel_expr import CelExpression
+from graphrunner.expressions.failures import evaluation_error
 from graphrunner.expressions.paths import Fallback, parse_fallback
 from graphrunner.expressions.scanner import has_expression, split_template
 
@@ -108,13 +109,22 @@ class Inline:
         self.parts = parts
 
     def render(self, context: Mapping[str, Any]) -> Any:
-        return "".join(p if isinstance(p, str) else render_text(p.evaluate(context)) for p in self.parts)
+        return "".join(p if isinstance(p, str) else _as_text(p, context) for p in self.parts)
 
     def roots(self) -> set[str]:
         return set().union(*(expression_roots(p) for p in self.parts if not isinstance(p, str)))
 
     def paths(self) -> list[tuple[str, ...]]:
         return [q for p in self.parts if not isinstance(p, str) for q in expression_paths(p)]
+
+
+def _as_text(expr: Expression, context: Mapping[str, Any]) -> str:
+    """The value of `expr` rendered as text; a value that cannot be is an `ExpressionError`."""
+    value = expr.evaluate(context)
+    try:
+        return render_text(value)
+    except Exception as exc:  # too deep, a huge integer, keys JSON cannot write
+        raise evaluation_error(expr.source, exc) from None
 
 
 class Structure:

@@ -165,7 +165,7 @@ def _spec(doc: YamlDocument, file: str | None, default_id: str | None = None) ->
 def _locate(issue: Issue, doc: YamlDocument | None, file: str | None) -> Issue:
     line = issue.line
     if line is None and doc is not None and issue.location:
-        parts = tuple(int(p) if p.isdigit() else p for p in issue.location.split("."))
+        parts = tuple(int(p) if p.isascii() and p.isdigit() else p for p in issue.location.split("."))
         line = doc.line_of(parts)
     return Issue(issue.code, issue.message, issue.node, issue.location, issue.file or file, line)
 
@@ -188,8 +188,28 @@ def _reducers(spec: GraphSpec) -> Reducers:
 
 def content_hash(data: Any) -> str:
     """sha256 of the document's canonical JSON: comments and key order do not count."""
-    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    canonical = _json(_canonical(data))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
+
+
+def _canonical(value: Any) -> Any:
+    """YAML data as JSON that sorts: keys that are not text are tagged with their type
+    (`1` and `"1"` differ), sets become lists in a fixed order, whatever the hash seed."""
+    if isinstance(value, dict):
+        return {_key(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return {"!set": sorted((_canonical(v) for v in value), key=_json)}
+    return value
+
+
+def _key(key: Any) -> str:
+    return key if isinstance(key, str) else f"!{type(key).__name__}:{key!r}"
 
 
 class _ChildLookup:

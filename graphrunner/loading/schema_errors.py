@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from graphrunner.expressions.failures import describe
 from graphrunner.model import (
     Action,
     Branch,
@@ -40,7 +41,7 @@ def schema_issues(exc: ValidationError, data: Any) -> list[Issue]:
     """One issue per distinct problem, with node, location and a suggestion for typos."""
     issues: dict[str, Issue] = {}
     for err in exc.errors():
-        loc = _relocate(err, _clean(err["loc"]), data)
+        loc = _relocate(err, _clean(err["loc"], data), data)
         issue = _issue(err, loc, data)
         key = f"{issue.location}|{issue.message}"
         if err["type"] == "string_type" and any(k.startswith(f"{issue.location}|") for k in issues):
@@ -71,16 +72,32 @@ def _drop_union_noise(issues: list[Issue]) -> list[Issue]:
     ]
 
 
-def _clean(loc: tuple[Any, ...]) -> tuple[str | int, ...]:
-    """Drop the union tags pydantic puts into locations."""
+def _clean(loc: tuple[Any, ...], data: Any) -> tuple[str | int, ...]:
+    """Drop the union tags pydantic puts into locations; a key the author wrote is never one."""
     out: list[str | int] = []
+    current = data
     for i, part in enumerate(loc):
-        if isinstance(part, str) and (part in UNION_MEMBERS or "[" in part or part.startswith("function-")):
-            continue
         if i == 2 and loc[0] == "nodes" and part in NODE_TYPES:
+            continue  # the node-type tag of the discriminated union
+        if _has_key(current, part):
+            out.append(part)
+            current = current[part]
+            continue
+        if _is_tag(part):
             continue
         out.append(part)
+        current = None
     return tuple(out)
+
+
+def _has_key(container: Any, part: Any) -> bool:
+    if isinstance(container, dict):
+        return part in container
+    return isinstance(container, list) and isinstance(part, int) and 0 <= part < len(container)
+
+
+def _is_tag(part: Any) -> bool:
+    return isinstance(part, str) and (part in UNION_MEMBERS or "[" in part or part.startswith("function-"))
 
 
 def _issue(err: Any, loc: tuple[str | int, ...], data: Any) -> Issue:
@@ -88,7 +105,7 @@ def _issue(err: Any, loc: tuple[str | int, ...], data: Any) -> Issue:
     where = ".".join(str(p) for p in loc)
     subject = f"node '{node}'" if node else (where or "graph")
     inner = ".".join(str(p) for p in loc[2:]) if node else ""
-    if err["type"] == "extra_forbidden":
+    if err["type"] == "extra_forbidden" and loc:
         key = str(loc[-1])
         parent = _parent_model(loc[:-1], data)
         hint = _suggest(key, parent)
@@ -101,7 +118,7 @@ def _issue(err: Any, loc: tuple[str | int, ...], data: Any) -> Issue:
         detail = ""
     message = err["msg"]
     if err["type"] not in ("missing",) and "input" in err and not isinstance(err["input"], dict | list):
-        message += f" (got {err['input']!r})"
+        message += f" (got {describe(err['input'])})"
     return Issue("invalid_schema", f"{subject}: {detail}{message}", node=node, location=where)
 
 
@@ -126,7 +143,8 @@ def _parent_model(loc: tuple[str | int, ...], data: Any) -> type[BaseModel] | No
     while i < len(parts):
         part = str(parts[i])
         if model is GraphSpec and part in ("state", "inputs", "nodes") and i + 1 < len(parts):
-            raw = (data.get(part) or {}).get(parts[i + 1]) if isinstance(data, dict) else None
+            section = data.get(part) if isinstance(data, dict) else None
+            raw = section.get(parts[i + 1]) if isinstance(section, dict) else None
             model = _node_class(raw) if part == "nodes" else FIELD_MODELS[part]
             i += 2
             continue

@@ -7,6 +7,7 @@ strings; files, nesting depth and alias expansion are bounded so hostile input f
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -17,14 +18,47 @@ from graphrunner.report import Issue
 
 MAX_DEPTH = 64
 MAX_NODES = 200_000
+MAX_INT_DIGITS = sys.int_info.default_max_str_digits  # 4300: Python cannot print longer integers
+INT_LIMIT = 10**MAX_INT_DIGITS
+SURROGATE = re.compile("[\ud800-\udfff]")
 Path = tuple[str | int, ...]
 
 
 class GraphYamlLoader(yaml.SafeLoader):
-    """SafeLoader with YAML 1.2 booleans and timestamps kept as text."""
+    """SafeLoader with YAML 1.2 booleans, timestamps kept as text, and integers Python can print."""
 
     def construct_yaml_timestamp(self, node: yaml.Node) -> Any:
-        return self.construct_scalar(node)  # type: ignore[arg-type]
+        return self.construct_scalar(node)
+
+    def construct_scalar(self, node: yaml.Node) -> Any:
+        """A scalar; escaped surrogate pairs (`"\\ud83d\\udca5"`) are joined, an unpaired one is an error."""
+        value = super().construct_scalar(node)  # type: ignore[arg-type]
+        if isinstance(value, str) and SURROGATE.search(value):
+            return _joined_pairs(value, node)
+        return value
+
+    def construct_yaml_int(self, node: yaml.Node) -> Any:
+        """An integer; one of more than MAX_INT_DIGITS digits is a YAML error at its line."""
+        try:
+            value = super().construct_yaml_int(node)  # type: ignore[arg-type]
+        except ValueError:  # decimal text over Python's int-string limit
+            value = None
+        if value is None or abs(value) >= INT_LIMIT:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"an integer of more than {MAX_INT_DIGITS} digits is too long", node.start_mark
+            )
+        return value
+
+
+def _joined_pairs(value: str, node: yaml.Node) -> str:
+    """`value` with its surrogate pairs joined into characters; raises on an unpaired surrogate."""
+    try:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16")
+    except UnicodeDecodeError:
+        lone = SURROGATE.search(value)
+        code = f"\\u{ord(lone.group()):04x}" if lone else "?"
+        problem = f"a string holds an unpaired surrogate {code}, which is not valid Unicode"
+        raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark) from None
 
 
 GraphYamlLoader.yaml_implicit_resolvers = {
@@ -35,6 +69,7 @@ GraphYamlLoader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
 )
 GraphYamlLoader.add_constructor("tag:yaml.org,2002:timestamp", GraphYamlLoader.construct_yaml_timestamp)
+GraphYamlLoader.add_constructor("tag:yaml.org,2002:int", GraphYamlLoader.construct_yaml_int)
 
 
 @dataclass

@@ -55,7 +55,7 @@ def _mapping_form(data: dict[str, Any]) -> dict[str, Any]:
     if "fn" in data:
         extra = set(data) - {"fn"}
         if extra:
-            raise ValueError(f"next with 'fn' takes no other key, got {sorted(extra)}")
+            raise ValueError(f"next with 'fn' takes no other key, got {_names(extra)}")
         return {"fn": data["fn"]}
     kind = data.get("type")
     if kind == "unconditional":
@@ -63,7 +63,10 @@ def _mapping_form(data: dict[str, Any]) -> dict[str, Any]:
         return {"branches": [{"to": data.get("to")}]}
     if kind == "conditional":
         _only(data, {"type", "branches", "default"})
-        branches = list(data.get("branches") or [])
+        branches = data.get("branches") or []
+        if not isinstance(branches, list):
+            raise ValueError(f"next of type 'conditional' needs a list of branches, got {branches!r:.60}")
+        branches = list(branches)
         if data.get("default") is not None:
             branches.append({"to": data["default"]})
         return {"branches": branches}
@@ -76,5 +79,10 @@ def _only(data: dict[str, Any], allowed: set[str]) -> None:
     extra = set(data) - allowed
     if extra:
         raise ValueError(
-            f"next of type {data.get('type')!r} takes {sorted(allowed)}, unknown key(s) {sorted(extra)}"
+            f"next of type {data.get('type')!r:.40} takes {sorted(allowed)}, unknown key(s) {_names(extra)}"
         )
+
+
+def _names(keys: set[Any]) -> list[str]:
+    """Keys as sorted text (YAML keys may be numbers or null, which do not sort with strings)."""
+    return sorted(str(k) for k in keys)

@@ -50,10 +50,13 @@ class StateField(Model):
         if isinstance(value, str):
             return {"name": value}
         if isinstance(value, list):
-            names = [v if isinstance(v, str) else (v or {}).get("name") for v in value]
-            distinct = list(dict.fromkeys(str(n) for n in names))
             if not value:
                 raise ValueError("reducer list is empty")
+            odd = [v for v in value if not isinstance(v, str | dict)]
+            if odd:
+                raise ValueError(f"a reducer is a name or a mapping with 'name', got {odd[0]!r:.60}")
+            names = [v if isinstance(v, str) else v.get("name") for v in value]
+            distinct = list(dict.fromkeys(str(n) for n in names))
             first = value[0] if isinstance(value[0], dict) else {"name": value[0]}
             return {**_split_params(first), "conflicting": distinct if len(distinct) > 1 else []}
         if isinstance(value, dict):

@@ -1,5 +1,5 @@
 """Static analysis warnings: no return node, state read but never written (and the reverse),
-environment variables missing."""
+expressions certain to fail, environment variables missing."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from graphrunner.expressions.scanner import split_template
 from graphrunner.model import END, GraphSpec, ReturnNode, SubgraphNode
 from graphrunner.model.conditions import StructuredCondition
 from graphrunner.report import Issue
+from graphrunner.validation.constants import constant_failures
 
 FIELD_READ = re.compile(r"\bstate\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*[\"']([^\"']+)[\"']\s*\])")
 WHOLE_STATE = re.compile(r"\bstate\b(?!\s*[.\[])")
@@ -20,7 +21,7 @@ WHOLE_STATE = re.compile(r"\bstate\b(?!\s*[.\[])")
 
 def analyse(spec: GraphSpec, check_env: bool = False) -> list[Issue]:
     """Every warning for `spec`."""
-    warnings = _no_return(spec) + _state_flow(spec)
+    warnings = _no_return(spec) + _state_flow(spec) + constant_failures(spec)
     if check_env:
         warnings += _env_missing(spec)
     return warnings

@@ -67,6 +67,11 @@ def unknown_namespace(tmp: Path) -> str:
     )
 
 
+def replaced(old: str, new: str) -> Callable[[Path], str]:
+    """GOOD with one piece replaced (issue 12's malformed graphs)."""
+    return lambda tmp: textwrap.dedent(GOOD).replace(old, new, 1)
+
+
 CASES: dict[str, tuple[Callable[[Path], str], str, str]] = {
     "malformed-yaml": (malformed, "invalid_yaml", ":3:"),
     "unclosed-mapping": (unclosed_mapping, "started on line 2", ":3:"),
@@ -76,6 +81,27 @@ CASES: dict[str, tuple[Callable[[Path], str], str, str]] = {
     "expression-does-not-parse": (bad_expression, "bad_expression", ":5:"),
     "unclosed-expression": (unclosed_expression, "unclosed '${'", ":5:"),
     "condition-on-unknown-namespace": (unknown_namespace, "unknown namespace 'secrets'", ":5:"),
+    "reducer-list-of-a-float": (
+        replaced("id: ok", "id: ok\nstate: {s: {type: list, reducer: [1.5]}}"),
+        "a reducer is a name or a mapping",
+        ":3:",
+    ),
+    "branches-a-float": (
+        replaced("next: done}", "next: {type: conditional, branches: 1.5}}"),
+        "needs a list of branches",
+        ":5:",
+    ),
+    "superscript-node-name": (
+        replaced("done: {type: return}", 'done: {type: return}\n  "²": {type: return}'),
+        "node name '²'",
+        ":7:",
+    ),
+    "integer-over-4300-digits": (
+        replaced("{x: 1}", "{x: " + "9" * 4400 + "}"),
+        "more than 4300 digits",
+        ":5:",
+    ),
+    "bracket-in-unknown-key": (replaced("id: ok", "id: ok\nx[y: 1"), "unknown key 'x[y'", ":3:"),
 }
 
 
@@ -110,3 +136,31 @@ def test_reducer_given_the_wrong_shape(tmp_path: Path) -> None:
     error = json.loads(proc.stdout)["error"]
     assert error["type"] == "reducer_error" and error["node"] == "a"
     assert "reducer 'append' of field 'log'" in error["message"]
+
+
+def test_expression_failing_at_run_time(tmp_path: Path) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(
+        textwrap.dedent("""
+        id: divide
+        inputs: {a: number, b: number}
+        config: {start: go}
+        nodes:
+          go: {type: gate, assign: {out: "${inputs.a / inputs.b}"}}
+    """)
+    )
+    proc = cli("run", str(path), "--in-process", "-i", "a=1", "-i", "b=0")
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "node 'go': assign.out: expression 'inputs.a / inputs.b' failed: division by zero" in proc.stdout
+
+
+def test_inputs_nested_1200_deep(tmp_path: Path) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(textwrap.dedent(GOOD))
+    inputs = tmp_path / "deep.json"
+    inputs.write_text('{"x": ' + "[" * 1200 + "]" * 1200 + "}")
+    proc = cli("run", str(path), "--in-process", "--inputs", f"@{inputs}")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert "nested too deeply" in proc.stderr and "64 levels" in proc.stderr
