@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from graphrunner.engine.limits import MAX_DEPTH, SURROGATE
 from graphrunner.errors import GraphNotFound, GraphValidationError
+from graphrunner.limits import MAX_DEPTH, SURROGATE
 from graphrunner.report import ValidationReport
 from graphrunner.settings import Settings
 

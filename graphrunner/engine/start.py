@@ -9,12 +9,12 @@ from typing import Any
 
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine.capabilities import checked
-from graphrunner.engine.limits import check_size
 from graphrunner.engine.plan import eval_context
 from graphrunner.engine.routing import route
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus
 from graphrunner.engine.state import as_mapping, check_inputs, check_state, initial_state
 from graphrunner.errors import ResumeError, RunError
+from graphrunner.limits import check_size
 from graphrunner.model import PauseNode
 
 

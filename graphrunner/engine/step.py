@@ -13,7 +13,6 @@ from typing import Any
 
 from graphrunner import namespaces as ns
 from graphrunner.compiled import CompiledGraph, CompiledNode
-from graphrunner.engine.limits import state_problem
 from graphrunner.engine.outcomes import (
     ActionFailure,
     ActionOutcome,
@@ -27,6 +26,7 @@ from graphrunner.engine.routing import route
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
 from graphrunner.engine.state import check_state
 from graphrunner.errors import ExpressionError, LimitExceeded, NodeError, ReducerError, RunError
+from graphrunner.limits import state_problem
 from graphrunner.model import FIELD_NAME, ForeachNode, PauseNode, ReturnNode, SubgraphNode
 
 CATEGORY_OF = {

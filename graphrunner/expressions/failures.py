@@ -7,16 +7,10 @@ but `ExpressionError` ever escapes evaluation, whatever the context holds.
 
 from __future__ import annotations
 
-import reprlib
-from typing import Any
-
 from graphrunner.errors import ExpressionError
+from graphrunner.text import describe, first_line
 
-_SHORT = reprlib.Repr()
-_SHORT.maxstring = 40
-_SHORT.maxother = 40
-_SHORT.maxlong = 40
-_SHORT.maxlevel = 3
+__all__ = ["cause", "describe", "evaluation_error", "first_line"]
 
 
 def evaluation_error(source: str, exc: BaseException) -> ExpressionError:
@@ -38,17 +32,3 @@ def cause(exc: BaseException) -> str:
         return "a value is nested too deeply to evaluate"
     text = first_line(str(exc)).removesuffix(" in CEL expression")
     return text or type(exc).__name__
-
-
-def first_line(text: str) -> str:
-    """The first non-blank line of `text` (empty for blank text)."""
-    lines = text.strip().splitlines()
-    return lines[0].strip() if lines else ""
-
-
-def describe(value: Any) -> str:
-    """A short repr of any value for a message: bounded in length and depth, never raises."""
-    try:
-        return _SHORT.repr(value)
-    except Exception:  # a huge int, a broken __repr__: say what it is instead
-        return f"<{type(value).__name__}>"

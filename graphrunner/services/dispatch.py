@@ -7,7 +7,6 @@ way; on a worker, long waits come back as `Deferred` so the step is rescheduled 
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -17,6 +16,7 @@ from tenacity import RetryCallState, wait_exponential, wait_random
 
 from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome
 from graphrunner.errors import PermissionDenied, ToolError, UnknownTool
+from graphrunner.limits import data_problem
 from graphrunner.model import RetryPolicy
 from graphrunner.services.cache import CacheSlot
 from graphrunner.tools import Defer, ToolContext, ToolRegistry
@@ -84,17 +84,16 @@ async def call_tool(registry: ToolRegistry, call: ActionCall, context: ToolConte
 
 
 def check_serializable(call: ActionCall, result: Any) -> None:
-    """Raise a `validation` ToolError when `result` cannot be stored as JSON."""
-    try:
-        json.dumps(result)
-    except (TypeError, ValueError) as exc:
+    """Raise a `validation` ToolError when `result` is not JSON data a run may hold (`limits`)."""
+    problem = data_problem(result)
+    if problem is not None:
         item = "" if call.item_index is None else f" (item {call.item_index})"
         raise ToolError(
             f"node '{call.node}'{item}: tool '{call.tool}' returned a result that is not "
-            f"JSON-serializable: {exc}",
+            f"JSON-serializable: it {problem}",
             error_type="UnserializableResult",
             classification="validation",
-        ) from None
+        )
 
 
 async def dispatch(

@@ -20,9 +20,9 @@ from graphrunner import Graph, RunResult
 from graphrunner.cli import main
 from graphrunner.cli.common import print_json
 from graphrunner.engine import begin
-from graphrunner.engine.lifecycle import resume
-from graphrunner.engine.limits import MAX_DEPTH
+from graphrunner.engine.start import resume
 from graphrunner.errors import LimitExceeded, StateValidationError
+from graphrunner.limits import MAX_DEPTH
 
 OPEN = """
 id: open

@@ -21,8 +21,8 @@ from strategies import FRIENDLY, HOSTILE, JSONISH, NAMES, ODD, TEXT, fuzz
 from graphrunner import Graph, parse_graph
 from graphrunner.cli import main
 from graphrunner.engine import RunStatus, begin
-from graphrunner.engine.lifecycle import ResumeError, resume
-from graphrunner.errors import GraphrunnerError
+from graphrunner.engine.start import resume
+from graphrunner.errors import GraphrunnerError, ResumeError
 from graphrunner.settings import Settings
 
 TYPED = parse_graph(

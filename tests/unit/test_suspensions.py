@@ -16,7 +16,7 @@ from graphrunner.cluster.items import call_from, call_payload, outcome_of, recor
 from graphrunner.cluster.messages import ItemMessage, StepMessage
 from graphrunner.cluster.waits import Wait, timed
 from graphrunner.engine import ActionCall
-from graphrunner.errors import BadMessage, ConfigurationError
+from graphrunner.errors import BadMessage, ConfigurationError, ToolError
 from graphrunner.graph import Graph
 from graphrunner.loading.hooks_file import load_hooks_file
 from graphrunner.model import RetryPolicy
@@ -215,3 +215,34 @@ def test_a_bad_deployment_hooks_file_is_a_configuration_error_naming_file_and_en
 def test_a_missing_deployment_hooks_file_is_a_configuration_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="cannot read"):
         load_hooks_file(tmp_path / "absent.yaml")
+
+
+@pytest.mark.parametrize(
+    ("result", "problem"),
+    [
+        ({"text": "\ud800"}, "unpaired surrogate"),
+        ([[[[0]]]], None),
+        (float("nan"), "not a JSON number"),
+        ({1: "a"}, "not a string"),
+    ],
+)
+def test_a_result_a_run_cannot_hold_fails_the_action_as_validation(result: Any, problem: str | None) -> None:
+    from graphrunner.services.dispatch import check_serializable
+
+    call = ActionCall(node="n", tool="python", params={})
+    if problem is None:
+        check_serializable(call, result)  # shallow enough: fine
+        return
+    with pytest.raises(ToolError, match=problem) as caught:
+        check_serializable(call, result)
+    assert caught.value.classification == "validation" and "node 'n'" in str(caught.value)
+
+
+def test_a_result_nested_too_deeply_is_refused_not_a_recursion_error() -> None:
+    from graphrunner.services.dispatch import check_serializable
+
+    deep: Any = 0
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(ToolError, match="nested more than 64 levels"):
+        check_serializable(ActionCall(node="n", tool="python", params={}), deep)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from graphrunner.errors import LimitExceeded, StateValidationError
-from graphrunner.expressions.failures import describe
+from graphrunner.text import describe
 
 SETTING = "GRAPHRUNNER_MAX_STATE_BYTES"
 MAX_DEPTH = 64  # lists and mappings nested in one input or state field
