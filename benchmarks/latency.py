@@ -6,6 +6,10 @@ One worker (prefork, `-c 2`, prefetch 1) on a private Redis; each run of `bench/
 (gate, echo, return) is submitted once the previous one has finished. Each run is timed
 from just before `Client.submit` two ways: until `RunHandle.wait()` returns (client-observed)
 and until the run's final commit (`updated_at` of its record, ms). See benchmarks/README.md.
+
+For reference, the same number of hops of bare Celery on the same Redis and worker settings:
+a chain of three `bench.step` tasks of the baseline (`baseline.py`, unchanged), timed from
+just before `send_task` to the time the third task wrote into its state (commit-based).
 """
 
 from __future__ import annotations
@@ -20,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
-from benchmarks import graphs, report
+from benchmarks import baseline, graphs, report
 from benchmarks.drivers import poll_client
 from benchmarks.processes import Worker, running_worker, terminate_as_exit
-from benchmarks.steps import Bench, check_quiet, environment, graphrunner_phase, say
+from benchmarks.steps import Bench, baseline_phase, check_quiet, environment, graphrunner_phase, say
 from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.graph import Graph
@@ -33,6 +37,9 @@ from graphrunner.store import keys
 TARGET_P50_MS = 5.0  # DESIGN §9: a 3-node graph on a warm cluster, submit to result, median
 PERCENTILES = (50, 90, 99)
 FIRST_RUN_TIMEOUT = 60.0  # seconds: the first warm-up run also waits for the worker to start
+HOPS = 3  # tasks in the bare Celery reference chain: one per node of the graph
+BASELINE = "baseline_ms"
+BASELINE_LABEL = "bare Celery, 3 hops (send -> third task's write)"
 MEASURES = {
     "client_ms": "client-observed (submit -> wait() returns)",
     "commit_ms": "commit-based (submit -> final commit, updated_at)",
@@ -58,6 +65,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--prefetch", type=int, default=1, help="worker prefetch multiplier")
     p.add_argument("--concurrency", type=int, default=2, help="prefork processes of the worker")
     p.add_argument("--loglevel", default="WARNING", help="worker log level")
+    p.add_argument(
+        "--no-baseline",
+        dest="baseline",
+        action="store_false",
+        help="skip the bare Celery three-hop reference",
+    )
     p.add_argument("--json", action="store_true", help="also print every figure as one JSON line")
     args = p.parse_args(argv)
     if args.runs < 1 or args.warm_up < 0:
@@ -100,6 +113,53 @@ class LatencyDriver:
         """Release the driver's connections."""
         self.client.close()
         self.poll.close()
+
+
+class BaselineLatencyDriver:
+    """Sends a three-task chain of the bare Celery baseline and times it to its last write."""
+
+    def __init__(self, url: str) -> None:
+        self.app = baseline.create_app(url)
+        self.poll = poll_client(url)
+        self.key = baseline.state_key("latency")
+
+    def run(self, timeout: float) -> float:
+        """One chain of `HOPS` tasks; milliseconds from just before the send to the last task's write."""
+        self.poll.set(self.key, json.dumps({"n": 0, "t": 0.0}))
+        started = time.time()
+        self.app.send_task(baseline.TASK_NAME, args=[self.key, HOPS], queue=baseline.QUEUE)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = json.loads(self.poll.get(self.key) or "{}")
+            if state.get("n") == HOPS:
+                return (float(state["t"]) - started) * 1000
+            time.sleep(0.0005)
+        raise TimeoutError(f"the baseline chain did not finish within {timeout:g}s")
+
+    def close(self) -> None:
+        """Release the driver's connections."""
+        self.app.close()
+        self.poll.close()
+
+
+def baseline_runs(bench: Bench) -> list[float]:
+    """Start the baseline worker, warm it up, time `--runs` chains of three hops, stop it."""
+    args = bench.args
+    phase = baseline_phase(bench, args.prefetch, False)
+    with running_worker(phase.name, phase.command, phase.env) as worker:
+        driver = BaselineLatencyDriver(bench.url)
+        try:
+            say(f"bare Celery reference: {args.warm_up} warm-up chains, then {args.runs} timed ones")
+            found = []
+            for n in range(args.warm_up + args.runs):
+                try:
+                    found.append(driver.run(FIRST_RUN_TIMEOUT if n == 0 else args.timeout))
+                except Exception as exc:
+                    worker.check_alive()
+                    raise RuntimeError(f"baseline chain {n + 1}: {exc}\n{worker.tail()}") from exc
+            return found[args.warm_up :]
+        finally:
+            driver.close()
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -151,8 +211,12 @@ def show(stats: dict[str, dict[str, float]], runs: int) -> None:
     """Print the percentile table and the verdict on stdout."""
     print(f"submit to result, 3-node graph (gate -> echo -> return), {runs} runs one at a time (ms)")
     head = ("measure", *(f"p{p}" for p in PERCENTILES), "max")
-    body = [(label, *(f"{v:.2f}" for v in stats[name].values())) for name, label in MEASURES.items()]
+    labels = {**MEASURES, BASELINE: BASELINE_LABEL}
+    body = [(labels[name], *(f"{v:.2f}" for v in values.values())) for name, values in stats.items()]
     print(report.align([head, *body]))
+    if BASELINE in stats:
+        ratio = stats["commit_ms"]["p50"] / stats[BASELINE]["p50"]
+        print(f"\ncommit-based p50, graphrunner over bare Celery's three hops: {ratio:.2f}x")
     print(f"\nDESIGN §9 target: submit to result, median <= {TARGET_P50_MS:g} ms")
     for name in ("client_ms", "commit_ms"):
         p50 = stats[name]["p50"]
@@ -168,10 +232,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before = check_quiet()
     with terminate_as_exit(), EmbeddedRedis() as server:
         say(f"private Redis at {server.url}")
-        samples = measure(Bench(server, args))
+        bench = Bench(server, args)
+        reference = baseline_runs(bench) if args.baseline else []
+        samples = measure(bench)
         env = environment(server.url)
     env["load_average"] = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
     stats = figures(samples)
+    if reference:
+        stats[BASELINE] = summary(reference)
     show(stats, len(samples))
     if args.json:
         settings = {k: v for k, v in vars(args).items() if k not in ("json", "graphs")}

@@ -33,6 +33,7 @@ from graphrunner.store.query import TimeBound
 
 WAIT_SLICE_MS = 1000
 SETTLED = {RunStatus.PAUSED} | set(engine.RunStatus) - {RunStatus.PENDING, RunStatus.RUNNING}
+MOVING = {"ok", "retry", "sleeping", "swept", "admitted"}  # transcript records after which a run goes on
 
 
 class Client:
@@ -272,30 +273,37 @@ class RunHandle:
         return RunResult.from_snapshot(self.snapshot(), self.steps())
 
     def follow(self, timeout: float | None = None) -> Iterator[dict[str, Any]]:
-        """Yield transcript records as they are committed, until the run settles."""
+        """Yield transcript records as they are committed, until the run settles.
+
+        Blocks on the run's transcript stream; the run's status is read only at the start,
+        after a record that may have ended it, and when nothing came for a second.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
-        last = "0-0"
+        last, look = "0-0", True
         while True:
-            settled = self.snapshot().status in SETTLED
-            block = 0 if settled else _slice(deadline)
-            entries = (
-                self.client.store.steps(self.id, last)
-                if settled
-                else (self.client.store.wait_steps(self.id, last, block))
-            )
+            if look and self._settled():
+                for entry in self.client.store.steps(self.id, last):
+                    yield entry.record
+                return
+            entries = self.client.store.wait_steps(self.id, last, _slice(deadline))
             for entry in entries:
                 last = entry.id
                 yield entry.record
-            if settled:
-                return
+            look = not entries or any(e.record.get("status") not in MOVING for e in entries)
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimeout(f"run {self.id} did not finish within {timeout:g}s")
 
+    def _settled(self) -> bool:
+        """The run has finished or paused; raises `RunNotFound`."""
+        status = self.client.store.status_of(self.id)
+        if status is None:
+            raise RunNotFound(f"no run with id {self.id!r}")
+        return RunStatus(status) in SETTLED
+
     def wait(self, timeout: float | None = None) -> RunResult:
         """Block until the run finishes or pauses (following its transcript, not polling)."""
-        for _ in self.follow(timeout):
-            pass
-        return self.result()
+        records = list(self.follow(timeout))
+        return RunResult.from_snapshot(self.snapshot(), records)
 
 
 def _slice(deadline: float | None) -> int:

@@ -66,7 +66,8 @@ class GraphCache:
 
     def put(self, graph: Graph) -> None:
         """Store a graph's definition and its subgraphs' (once per content hash), kept compiled."""
-        self._put(graph, set())
+        if graph.content_hash not in self._graphs:  # known here: stored (or read from the store) before
+            self._put(graph, set())
 
     def _put(self, graph: Graph, seen: set[str]) -> None:
         seen.add(graph.content_hash)
