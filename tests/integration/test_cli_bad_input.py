@@ -23,6 +23,7 @@ GOOD = """
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "GRAPHRUNNER_QUIET": "1"}
+    env.pop("GRAPHRUNNER_REDIS_URL", None)  # `run` starts an embedded Redis and worker
     return subprocess.run(
         [sys.executable, "-m", "graphrunner", *args],
         capture_output=True,
@@ -138,7 +139,8 @@ def test_reducer_given_the_wrong_shape(tmp_path: Path) -> None:
     assert "reducer 'append' of field 'log'" in error["message"]
 
 
-def test_expression_failing_at_run_time(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", [["--in-process"], []], ids=["in-process", "embedded cluster"])
+def test_expression_failing_at_run_time(tmp_path: Path, where: list[str]) -> None:
     path = tmp_path / "g.yaml"
     path.write_text(
         textwrap.dedent("""
@@ -149,8 +151,8 @@ def test_expression_failing_at_run_time(tmp_path: Path) -> None:
           go: {type: gate, assign: {out: "${inputs.a / inputs.b}"}}
     """)
     )
-    proc = cli("run", str(path), "--in-process", "-i", "a=1", "-i", "b=0")
-    assert proc.returncode == 1, proc.stderr
+    proc = cli("run", str(path), *where, "-i", "a=1", "-i", "b=0")
+    assert proc.returncode == 1, proc.stderr  # a failed run, not a hang or a crash
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "node 'go': assign.out: expression 'inputs.a / inputs.b' failed: division by zero" in proc.stdout
 

@@ -318,3 +318,34 @@ def test_a_late_duplicate_is_dropped_and_sends_nothing(  # issue 12, defect 3
     finally:
         client.close()
         worker.stop()
+
+
+SLEEPY = """
+    id: fail/backlog
+    config: {start: slow}
+    nodes:
+      slow:
+        action: {tool: python, params: {fn: "crash_targets:slow_step", args: {marker: MARKER, seconds: 2}}}
+        retry: {max_attempts: 1}
+"""
+
+
+def test_sweeps_go_on_while_the_queue_is_backed_up(  # issue 12, defect 7
+    private_redis: EmbeddedRedis, worker_env: dict[str, Any], tmp_path: Path
+) -> None:
+    worker = start(env_for(worker_env, private_redis.url), tmp_path)  # one pool process, busy 2 s a step
+    client = Client(private_redis.url)
+    raw: Any = client.store.redis  # type: ignore[attr-defined]
+    try:
+        graph = graph_of(SLEEPY, tmp_path)
+        runs = [client.submit(graph) for _ in range(6)]  # about 12 s of work for one pool process
+        wait_for(lambda: (tmp_path / "calls").exists(), 30, "the first step to start")
+        first = client.store.last_sweep() or 0
+        # sweeps are not tasks on that queue: they go on (every second here) behind the backlog
+        wait_for(lambda: (client.store.last_sweep() or 0) > first, 30, "a sweep behind the backlog")
+        assert raw.llen("graphrunner") > 0  # the backlog is still there
+        for run in runs:
+            assert run.wait(timeout=120).status == "completed"
+    finally:
+        client.close()
+        worker.stop()
