@@ -9,6 +9,9 @@ fast anything happened: every wait is for a condition, with a generous deadline.
 from __future__ import annotations
 
 import random
+import signal
+import subprocess
+import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -349,3 +352,39 @@ def test_sweeps_go_on_while_the_queue_is_backed_up(  # issue 12, defect 7
     finally:
         client.close()
         worker.stop()
+
+
+NAP = """
+    id: fail/nap
+    config: {start: nap}
+    nodes:
+      nap: {action: {tool: sleep, params: {seconds: 1}}, next: done}
+      done: {type: return}
+"""
+
+
+def test_graphrunner_beat_moves_due_timers_without_a_worker(
+    private_redis: EmbeddedRedis, worker_env: dict[str, Any], tmp_path: Path
+) -> None:
+    settings = Settings(redis_url=private_redis.url)
+    client, runtime = Client(settings=settings), WorkerRuntime(settings)
+    raw: Any = client.store.redis  # type: ignore[attr-defined]
+    beat = None
+    try:
+        run = client.submit(graph_of(NAP, tmp_path))
+        assert raw.rpop(settings.queue) is not None  # the first step is taken here, not by a worker
+        assert runtime.executor.execute(StepMessage(run_id=run.id, step=0)).outcome == "suspended"
+        assert client.store.timers_armed() == 1 and raw.llen(settings.queue) == 0
+        env = env_for(worker_env, private_redis.url)
+        with (tmp_path / "beat.log").open("w") as log:
+            command = [sys.executable, "-m", "graphrunner", "beat"]
+            beat = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        wait_for(lambda: client.store.timers_armed() == 0, 30, "beat to move the due timer")
+        assert raw.llen(settings.queue) == 1  # the step waits on its queue for a worker
+        beat.send_signal(signal.SIGTERM)
+        assert beat.wait(timeout=30) == 0
+    finally:
+        if beat is not None and beat.poll() is None:
+            beat.kill()
+        runtime.close()
+        client.close()
