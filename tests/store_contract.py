@@ -414,6 +414,15 @@ class StoreContract:
         assert store.outbox("run-1") == []
         assert [s.body for s in store.pump_timers(now + 7200)] == ["later"]
 
+    def test_a_timer_is_never_taken_before_its_due_time(self, store: Store) -> None:
+        # Timers are kept in milliseconds: rounding a due time down would move the message
+        # up to a millisecond early, and the step it wakes would find its wait not over yet.
+        due = float(int(time.time()) - 60) + 0.0006
+        self.created(store, snapshot())
+        store.push([message("poll", due=due)], "run-1")
+        assert store.pump_timers(due - 0.0002) == []
+        assert [s.body for s in store.pump_timers(due + 0.001)] == ["poll"]
+
     def test_the_outbox_keeps_what_is_to_be_published_until_trimmed(self, store: Store) -> None:
         first = self.created(store, snapshot(), (message("one"),))
         self.commit(store, first, moved(first), sends=[message("two"), message("three")])

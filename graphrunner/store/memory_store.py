@@ -10,6 +10,7 @@ can take them and hand them to the executor (the publisher and the sweeper see t
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -252,7 +253,7 @@ class MemoryStore(MemoryAux):
         for send in sends:
             self._bodies[send.tag] = send.body
             if send.due is not None:
-                self._timers[send.tag] = (int(send.due * 1000), send.queue, send.body)
+                self._timers[send.tag] = (math.ceil(send.due * 1000), send.queue, send.body)
             elif self.direct:
                 self.enqueue(send.queue, send.body)
             else:

@@ -11,6 +11,7 @@ then raised as `StoreUnavailable`.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -209,7 +210,7 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
                 mode, entry = "push", send.body
             else:
                 mode, entry = "outbox", json.dumps(send.__dict__)
-            due = int(send.due * 1000) if send.due is not None else 0
+            due = math.ceil(send.due * 1000) if send.due is not None else 0  # never moved early
             args += [mode, due, send.tag, entry, int(send.tracked), send.queue]
         return args
 
