@@ -46,14 +46,14 @@ def broker_options(settings: Settings) -> dict[str, Any]:
     it last vouched for them, looked for every `RESTORE_EVERY` seconds.
 
     A live worker keeps vouching for the messages it holds (`housekeeping.Vouch`), however long
-    it holds them, so a long step is never delivered twice. Sockets time out so a broker that
-    disappears is noticed and reconnected to.
+    it holds them, so a long step is never delivered twice. Connecting times out, and a health
+    check every 30 s notices a broker that went away silently; reads carry no socket timeout, as
+    in a plain Celery app, because a socket with a timeout polls before every read.
     """
     return {
         "visibility_timeout": settings.visibility_timeout,
         "unacked_restore_interval": RESTORE_EVERY,
         "unacked_restore_throttle": 1,
-        "socket_timeout": 30,
         "socket_connect_timeout": 5,
         "health_check_interval": 30,
     }
