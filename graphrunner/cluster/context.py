@@ -6,9 +6,10 @@ A producer (`Client`) and a worker (`WorkerRuntime`) each build one; the run ope
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from graphrunner.cluster.graphs import GraphCache
 from graphrunner.cluster.messages import Outgoing
@@ -85,6 +86,10 @@ class Cluster:
         if snap.status.finished and snap.parent:
             return [self.publisher.wake(snap.parent)]
         return []
+
+    def save_item(self, run_id: str, tag: str, index: int, record: dict[str, Any]) -> None:
+        """Record item `index` of the foreach `tag`; the run has made progress."""
+        self.store.save_item(run_id, tag, index, record, progress=time.time() + self.settings.stall_after)
 
     def close(self) -> None:
         """Release the connections."""

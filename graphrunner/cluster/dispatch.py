@@ -7,7 +7,6 @@ again: only the items still missing, and the child only if it does not exist yet
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from graphrunner import engine
@@ -28,9 +27,8 @@ def send_chunk(
     """Send items `[wait.next, wait.upto)` of the suspended foreach `snap` (those in `only`, when
     given) as a chord joined by the step; items that cannot be dispatched are recorded failed."""
     payloads, failed = fanout.chunk(graph, snap, wait, only)
-    progress = time.time() + cluster.settings.stall_after
     for index, record in failed:
-        cluster.store.save_item(snap.run_id, wait.tag, index, record, progress=progress)
+        cluster.save_item(snap.run_id, wait.tag, index, record)
     publisher = cluster.publisher
     queue, shadow = publisher.queue_of(graph, snap.node), f"{snap.graph_id}:{snap.node}:item"
     join = publisher.step(snap, graph, tracked=False)

@@ -172,8 +172,9 @@ class StepExecutor:
             failed = self.services.env_failure(graph, snap)
             if failed is not None and failed.error is not None:
                 final = self._fail(snap, failed.error)
-                if final is not None:
-                    await self.services.completed(graph, final)
+                if final is None:
+                    return "duplicate"
+                await self.services.completed(graph, final)
                 return "committed"
             await self.services.started(graph, snap)
         plan, decision = await self._decide(graph, snap, wait)
@@ -280,7 +281,7 @@ class StepExecutor:
         records: list[AnyRecord] = [*retry_records(plan, done.retries, worker)]
         records.append(StepRecord.of(result, *started, worker))
         walked = final.path[len(snap.path) :]
-        if self._commit(snap, final, records, walked, self._following(final, graph)) is None:
+        if self._commit(snap, final, records, walked, self.cluster.following(final, graph)) is None:
             log.info("step %s of run %s was already committed; duplicate dropped", plan.step, snap.run_id)
             return "duplicate"
         await self.services.after(graph, plan, replace(result, snapshot=final))
@@ -347,14 +348,11 @@ class StepExecutor:
         """Commit `new` over `snap` (fenced) with its records and messages; None when fenced off."""
         return new if self.cluster.commit(Fence.of(snap), new, records, walked, outs) else None
 
-    def _following(self, snap: RunSnapshot, graph: CompiledGraph | None) -> list[Outgoing]:
-        return self.cluster.following(snap, graph)
-
     def _fail(self, snap: RunSnapshot, error: dict[str, Any]) -> RunSnapshot | None:
         """Commit the run as failed with `error` (fenced); None when another delivery was first."""
         final = snap.model_copy(update={"status": RunStatus.FAILED, "error": error, "phase": 0, "wait": None})
         record = FailedRecord(step=error["step"], node=error["node"], error=error, worker=worker_name())
-        if self._commit(snap, final, [record], outs=self._following(final, None)) is None:
+        if self._commit(snap, final, [record], outs=self.cluster.following(final, None)) is None:
             return None
         log.warning("run %s failed: %s", snap.run_id, error["message"])
         if final.concurrency_key:
@@ -362,9 +360,7 @@ class StepExecutor:
         return final
 
     def _save_item(self, snap: RunSnapshot, tag: str, item: tuple[int, dict[str, Any]]) -> None:
-        self.store.save_item(
-            snap.run_id, tag, item[0], item[1], progress=time.time() + self.cluster.settings.stall_after
-        )
+        self.cluster.save_item(snap.run_id, tag, *item)
 
 
 def _error(snap: RunSnapshot, kind: str, message: str) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def sweep(cluster: Cluster) -> SweepReport:
     """One pass: repair the runs past their progress deadline, hand on keys, drop expired runs."""
     store, settings = cluster.store, cluster.settings
     report = SweepReport()
-    if not store.lock_sweep(max(settings.sweep_interval, 2 * settings.stall_after)):
+    if not store.lock_sweep(max(10, int(2 * settings.sweep_interval))):
         report.skipped = True
         return report
     try:
