@@ -169,7 +169,10 @@ def test_list_runs_by_graph_and_status(cluster: Client) -> None:
     for run_id in ids:
         cluster.run(run_id).wait(timeout=30)
     listed = cluster.list_runs(graph_id=graph.id)
-    assert [r.run_id for r in listed] == ids[::-1]
+    created = {r.run_id: r.created_at for r in listed}
+    assert sorted(created) == sorted(ids)
+    assert list(created.values()) == sorted(created.values(), reverse=True)  # newest first
+    assert [created[i] for i in ids] == sorted(created[i] for i in ids)  # (ms: submits may tie)
     assert {r.status for r in listed} == {"completed"}
     assert {r.run_id for r in cluster.list_runs(graph_id=graph.id, status="completed")} == set(ids)
     assert cluster.list_runs(graph_id=graph.id, status="failed") == []
