@@ -18,7 +18,6 @@ from graphrunner.cluster import operations, sweeper
 from graphrunner.cluster.context import Cluster
 from graphrunner.cluster.runs import check_concurrency_key, check_run_id, fingerprint
 from graphrunner.cluster.sweeper import SweepReport
-from graphrunner.cluster.waits import deadline
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import CancelError as CancelError  # re-exported for users
 from graphrunner.errors import GraphrunnerError, RunConflict, RunNotFound, WaitTimeout
@@ -28,7 +27,7 @@ from graphrunner.loading import load_graph
 from graphrunner.results import RunResult
 from graphrunner.runner.single import StepReport, single_step_sync
 from graphrunner.settings import Settings
-from graphrunner.store import Created, RunPage, RunQuery, RunSummary
+from graphrunner.store import RunPage, RunQuery, RunSummary
 from graphrunner.store.query import TimeBound
 
 WAIT_SLICE_MS = 1000
@@ -116,7 +115,7 @@ class Client:
         admitting = key is not None and not self.store.run_fields(run_id)  # a resubmit takes no key
         if admitting:
             snap = operations.admit(self.store, snap, queue=when_busy == "queue")
-        created = self._create(snap, loaded, identity)
+        created = self.cluster.create_run(snap, loaded, identity)
         if created.created or created.existing_fingerprint == identity:
             return RunHandle(self, run_id)  # new, or submitted before: the same run
         if admitting and key is not None:  # we took (or queued for) the key: give it back
@@ -126,16 +125,6 @@ class Client:
             f"run {run_id} already exists with another graph version, inputs, initial state, "
             "capabilities or concurrency key"
         )
-
-    def _create(self, snap: RunSnapshot, graph: Graph, identity: str) -> Created:
-        """Create the run with its first step's message (unless it waits for its key), in one write."""
-        publisher = self.cluster.publisher
-        first = [publisher.step(snap, graph)] if snap.status is RunStatus.RUNNING else []
-        progress = deadline(snap, self.settings.stall_after)
-        created = self.store.create_run(snap, identity, publisher.encode_all(first), progress)
-        if created.created:
-            publisher.flush(snap.run_id)
-        return created
 
     def resume(
         self,

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from collections.abc import Mapping
 from typing import Any
 
 from graphrunner.errors import LimitExceeded, StateValidationError
-from graphrunner.text import describe
+from graphrunner.text import SURROGATE, describe
 
 SETTING = "GRAPHRUNNER_MAX_STATE_BYTES"
 MAX_DEPTH = 64  # lists and mappings nested in one input or state field
 MAX_INT_DIGITS = sys.int_info.default_max_str_digits  # 4300: Python cannot write longer integers as text
 INT_LIMIT = 10**MAX_INT_DIGITS
-SURROGATE = re.compile("[\ud800-\udfff]")
 CONTAINERS = (Mapping, list, tuple)
 UNPAIRED = "holds a string with an unpaired surrogate, which is not valid Unicode"
 

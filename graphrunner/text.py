@@ -1,9 +1,13 @@
-"""Values and exceptions as short text for messages: bounded in length and depth, never raising."""
+"""Values and exceptions as short text for messages (bounded in length and depth, never raising),
+and what makes a Python string not valid Unicode."""
 
 from __future__ import annotations
 
+import re
 import reprlib
 from typing import Any
+
+SURROGATE = re.compile("[\ud800-\udfff]")  # a surrogate code point: in a str, not valid Unicode
 
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = 40

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from graphrunner.errors import GraphNotFound, GraphValidationError
-from graphrunner.limits import MAX_DEPTH, SURROGATE
+from graphrunner.limits import MAX_DEPTH
 from graphrunner.report import ValidationReport
 from graphrunner.settings import Settings
+from graphrunner.text import SURROGATE
 
 if TYPE_CHECKING:
     from graphrunner.graph import Graph

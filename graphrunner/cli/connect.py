@@ -54,7 +54,6 @@ def cluster_client(
 @contextmanager
 def reported_errors() -> Iterator[None]:
     """Turn graphrunner's errors into `error: ...` lines: exit 2 for bad usage, else 1."""
-
     try:
         yield
     except USAGE_ERRORS as exc:

@@ -146,7 +146,6 @@ def await_result(
     handle: RunHandle, graph_id: str, timeout: float | None, *, quiet: bool, embedded: bool
 ) -> RunResult:
     """Print one progress line on stderr per step until the run settles; then its result."""
-
     try:
         for record in handle.follow(timeout):
             if not quiet:

@@ -145,7 +145,6 @@ def settle(
     client: Client, run_id: str, timeout: float | None, each: Callable[[dict[str, Any]], None]
 ) -> RunResult:
     """Follow the run until it settles, calling `each` on every record; `WaitTimeout` names the run."""
-
     handle = client.run(run_id)
     try:
         for record in handle.follow(timeout):

@@ -86,7 +86,6 @@ def list_runs(
     as_json: bool,
 ) -> None:
     """List runs, newest first, a page at a time; the next page's command goes to stderr."""
-
     with reported_errors(), cluster_client() as client:
         try:
             page = client.list_page(graph_id, status, limit, offset, since=since, until=until, cursor=cursor)

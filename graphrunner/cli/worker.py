@@ -66,15 +66,16 @@ def beat() -> None:
     Every worker does this already; run `beat` to keep timers and sweeps going where workers
     come and go (for example scaled to zero). Any number may run: a lock keeps one sweep at a time.
     """
+    from graphrunner.cluster.context import Cluster
     from graphrunner.cluster.housekeeping import Housekeeper
 
-    runtime = _runtime(_settings())
+    cluster = Cluster.connect(_settings())  # no worker: nothing here takes steps
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    keeper = Housekeeper(runtime.cluster)
+    keeper = Housekeeper(cluster)
     try:
         while not stop.wait(0.5):
             keeper.tick()
     finally:
-        runtime.close()
+        cluster.close()

@@ -20,7 +20,7 @@ from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import ConfigurationError
 from graphrunner.services.records import AnyRecord
 from graphrunner.settings import Settings
-from graphrunner.store import Fence, RedisStore, Store
+from graphrunner.store import Created, Fence, RedisStore, Store
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -86,6 +86,16 @@ class Cluster:
         if snap.status.finished and snap.parent:
             return [self.publisher.wake(snap.parent)]
         return []
+
+    def create_run(self, snap: RunSnapshot, graph: CompiledGraph, fingerprint: str) -> Created:
+        """Create the run with its first step's message (unless it waits for its concurrency
+        key) and the sweeper's progress deadline, in one write; publish it when it was created."""
+        first = [self.publisher.step(snap, graph)] if snap.status is RunStatus.RUNNING else []
+        progress = deadline(snap, self.settings.stall_after)
+        created = self.store.create_run(snap, fingerprint, self.publisher.encode_all(first), progress)
+        if created.created:
+            self.publisher.flush(snap.run_id)
+        return created
 
     def save_item(self, run_id: str, tag: str, index: int, record: dict[str, Any]) -> None:
         """Record item `index` of the foreach `tag`; the run has made progress."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from graphrunner import engine
 from graphrunner.cluster import children, fanout
 from graphrunner.cluster.runs import fingerprint
-from graphrunner.cluster.waits import Wait, deadline
+from graphrunner.cluster.waits import Wait
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot
 from graphrunner.services.records import utcnow
@@ -41,10 +41,4 @@ def start_child(cluster: Cluster, graph: CompiledGraph, snap: RunSnapshot, wait:
     plan = engine.prepare(graph, snap, utcnow())
     limit = cluster.settings.max_state_bytes
     child, first = children.first(cluster.graphs, graph, snap, plan, wait.child, snap.phase, limit)
-    identity = fingerprint(child, first.inputs, first.capabilities)
-    sends = cluster.publisher.encode_all([cluster.publisher.step(first, child)])
-    progress = deadline(first, cluster.settings.stall_after)
-    if not cluster.store.create_run(first, identity, sends, progress).created:
-        return False
-    cluster.publisher.flush(first.run_id)
-    return True
+    return cluster.create_run(first, child, fingerprint(child, first.inputs, first.capabilities)).created

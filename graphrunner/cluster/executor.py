@@ -242,7 +242,7 @@ class StepExecutor:
     ) -> str:
         slice_ends = time.monotonic() + self.options.loop_slice
         while isinstance(decision, Checkpoint):  # sequential items: one commit per item
-            self._save_item(snap, decision.wait.tag, decision.item)
+            self.cluster.save_item(snap.run_id, decision.wait.tag, *decision.item)
             if time.monotonic() > slice_ends:  # hand on to a fresh task
                 return self._suspend(graph, snap, Suspend(decision.wait))
             moved = self._commit(snap, self._suspended(snap, decision.wait))
@@ -300,7 +300,7 @@ class StepExecutor:
         """Complete a foreach with its recorded items, in item order; once committed, they go."""
         assert plan.items is not None
         if collect.item is not None:
-            self._save_item(snap, collect.tag, collect.item)
+            self.cluster.save_item(snap.run_id, collect.tag, *collect.item)
         records = self.store.load_items(snap.run_id, collect.tag, collect.count)
         items = tuple(outcome_of(i, plan.items[i], r) for i, r in enumerate(records))
         done = await self._finish(
@@ -358,9 +358,6 @@ class StepExecutor:
         if final.concurrency_key:
             operations.hand_on(self.cluster, final)
         return final
-
-    def _save_item(self, snap: RunSnapshot, tag: str, item: tuple[int, dict[str, Any]]) -> None:
-        self.cluster.save_item(snap.run_id, tag, *item)
 
 
 def _error(snap: RunSnapshot, kind: str, message: str) -> dict[str, Any]:

@@ -12,15 +12,16 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphrunner.cluster.messages import ItemMessage, Outgoing
-from graphrunner.cluster.publisher import Publisher
 from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome, ItemOutcome
 from graphrunner.model import RetryPolicy
 from graphrunner.services import Deferred, StepServices
-from graphrunner.store import Store
 from graphrunner.tools import ToolContext
+
+if TYPE_CHECKING:
+    from graphrunner.cluster.context import Cluster
 
 log = logging.getLogger("graphrunner.worker")
 STATUS_TTL = 0.5  # seconds an item task trusts the run status it last read (cancel reaches items this late)
@@ -75,20 +76,12 @@ def outcome_of(index: int, item: Any, record: dict[str, Any] | None) -> ItemOutc
 class ItemRunner:
     """Runs item messages: dispatch the call, record the result (or send the item again later)."""
 
-    def __init__(
-        self,
-        store: Store,
-        publisher: Publisher,
-        services: StepServices,
-        *,
-        max_redeliveries: int = 5,
-        stall_after: float = 20.0,
-    ) -> None:
-        self.store = store
-        self.publisher = publisher
+    def __init__(self, cluster: Cluster, services: StepServices, *, max_redeliveries: int = 5) -> None:
+        self.cluster = cluster
+        self.store = cluster.store
+        self.publisher = cluster.publisher
         self.services = services
         self.max_redeliveries = max_redeliveries
-        self.stall_after = stall_after
         self._statuses: dict[str, tuple[float, str | None]] = {}
 
     async def run(self, msg: ItemMessage, *, redelivered: bool = False, queue: str, shadow: str) -> None:
@@ -118,12 +111,11 @@ class ItemRunner:
 
     def save(self, msg: ItemMessage, record: dict[str, Any]) -> None:
         """Record the item's outcome (its run makes progress)."""
-        self.store.save_item(msg.run_id, msg.tag, msg.index, record, progress=time.time() + self.stall_after)
+        self.cluster.save_item(msg.run_id, msg.tag, msg.index, record)
 
     def _later(self, msg: ItemMessage, deferred: Deferred, queue: str, shadow: str) -> Outgoing:
         """The item message that goes on after `deferred`'s wait, as a durable timer."""
-        timer = {"result": deferred.result} if deferred.kind == "timer" else None
-        payload = msg.model_copy(update={"attempt": deferred.attempt, "timer": timer}).model_dump()
+        payload = msg.model_copy(update={"attempt": deferred.attempt, "timer": deferred.timer}).model_dump()
         return self.publisher.item(payload, queue, shadow, due=time.time() + deferred.delay)
 
     def _status(self, run_id: str) -> str | None:

@@ -37,10 +37,6 @@ class StepMessage(BaseModel):
         except (ValueError, ValidationError) as exc:
             raise BadMessage(f"malformed step message: {_first_line(exc)}") from None
 
-    def args(self) -> list[Any]:
-        """The task arguments that carry this message."""
-        return [self.run_id, self.step, self.phase] if self.phase else [self.run_id, self.step]
-
 
 class ItemMessage(BaseModel):
     """Run one item of a parallel foreach and record its result under `tag` and `index`."""

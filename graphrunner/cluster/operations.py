@@ -17,8 +17,7 @@ from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import CancelError, ResumeError, RunNotFound, RunRefused
 from graphrunner.services.records import AdmitRecord, CancelRecord, ResumeRecord, utcnow
-from graphrunner.store import Fence, Store
-from graphrunner.store.redis_aux import now_ms
+from graphrunner.store import Fence, Store, now_ms
 
 if TYPE_CHECKING:
     from graphrunner.cluster.context import Cluster

@@ -66,5 +66,4 @@ async def _item(
 
 def _deferred(wait: Wait, deferred: Deferred) -> Wait:
     """The wait of an item that asked to wait: its backoff or durable sleep, then go on at it."""
-    timer = {"result": deferred.result} if deferred.kind == "timer" else None
-    return wait.but(due=time.time() + deferred.delay, attempt=deferred.attempt, timer=timer)
+    return wait.but(due=time.time() + deferred.delay, attempt=deferred.attempt, timer=deferred.timer)

@@ -32,7 +32,7 @@ from graphrunner.cluster.waits import Wait
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import GraphrunnerError
 from graphrunner.services.records import SweepRecord
-from graphrunner.store.redis_aux import now_ms
+from graphrunner.store import now_ms
 
 if TYPE_CHECKING:
     from graphrunner.cluster.context import Cluster

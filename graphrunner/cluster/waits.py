@@ -73,10 +73,8 @@ def timed(kind: WaitKind, delay: float, **fields: Any) -> Wait:
 
 def deferred_wait(deferred: Deferred, hook_round: int) -> Wait:
     """The wait of an action that asked to wait: a retry backoff, or a durable sleep."""
-    if deferred.kind == "timer":
-        timer = {"result": deferred.result}
-        return timed("timer", deferred.delay, hook_round=hook_round, attempt=deferred.attempt, timer=timer)
-    return timed("retry", deferred.delay, hook_round=hook_round, attempt=deferred.attempt)
+    kind: WaitKind = "timer" if deferred.kind == "timer" else "retry"
+    return timed(kind, deferred.delay, hook_round=hook_round, attempt=deferred.attempt, timer=deferred.timer)
 
 
 CHILD_CHECKS = 10  # a parent waiting on its child is looked at every CHILD_CHECKS x stall_after

@@ -80,13 +80,7 @@ class WorkerRuntime:
             options=options_of(settings),
             loops=self.loops,
         )
-        self.items = ItemRunner(
-            self.cluster.store,
-            self.cluster.publisher,
-            self.services,
-            max_redeliveries=settings.max_redeliveries,
-            stall_after=stall_after,
-        )
+        self.items = ItemRunner(self.cluster, self.services, max_redeliveries=settings.max_redeliveries)
         register_tasks(self.app, self.executor, self.items)
         self.app.steps["consumer"].add(type("GraphrunnerVouch", (Vouch,), {"cluster": self.cluster}))
 

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 from graphrunner.errors import ExpressionError
 from graphrunner.expressions.cel_runtime import load_cel
 from graphrunner.expressions.failures import evaluation_error, first_line
+from graphrunner.expressions.lint import without_strings
 
 if TYPE_CHECKING:
     from cel import Program
 
 MAX_OPERATORS = 256
 OPERATOR = re.compile(r"&&|\|\||[=!<>]=|[-+*/%<>!?.([{]|\bin\b")
-STRING_LITERAL = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*'")
 MACRO_VAR = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,")
 
 
@@ -75,7 +75,7 @@ def _check_size(source: str) -> None:
     overflows the stack, which kills the process instead of raising. Operators inside
     string literals do not count.
     """
-    count = len(OPERATOR.findall(STRING_LITERAL.sub('""', source)))
+    count = len(OPERATOR.findall(without_strings(source)))
     if count > MAX_OPERATORS:
         raise ExpressionError(
             f"expression has {count} operators, more than {MAX_OPERATORS}: "

@@ -14,9 +14,14 @@ INDEXED_LIST = re.compile(r"\]\s*\[\s*(-?\d{1,18})\s*\]")
 OPENERS = {"]": "[", ")": "(", "}": "{"}
 
 
+def without_strings(source: str) -> str:
+    """The CEL text `source` with every string literal emptied (what is inside is not CEL)."""
+    return STRING_LITERAL.sub('""', source)
+
+
 def constant_problems(source: str) -> list[tuple[str, str]]:
     """`(code, message)` for each certain failure in the CEL text `source`."""
-    text = STRING_LITERAL.sub('""', source)
+    text = without_strings(source)
     verbs = {"/": "divides", "%": "takes a modulo"}
     problems = [
         ("constant_division_by_zero", f"{verbs[m.group(1)]} by a constant zero")

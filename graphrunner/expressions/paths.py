@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphrunner.expressions.failures import evaluation_error
+from graphrunner.text import SURROGATE
 
 SEGMENT = r"(?:[A-Za-z_][A-Za-z0-9_-]*|\d+)"
 PATH = re.compile(rf"^[A-Za-z_][A-Za-z0-9_]*(?:\.{SEGMENT})*$")
 LITERAL = re.compile(r'^(?:"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null)$')
 KEYWORDS = frozenset({"true", "false", "null"})
-SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def parse_path(text: str) -> tuple[str, ...] | None:

@@ -7,20 +7,18 @@ strings; files, nesting depth and alias expansion are bounded so hostile input f
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 import yaml
 
 from graphrunner.errors import GraphValidationError
+from graphrunner.limits import INT_LIMIT, MAX_INT_DIGITS
 from graphrunner.report import Issue
+from graphrunner.text import SURROGATE
 
 MAX_DEPTH = 64
 MAX_NODES = 200_000
-MAX_INT_DIGITS = sys.int_info.default_max_str_digits  # 4300: Python cannot print longer integers
-INT_LIMIT = 10**MAX_INT_DIGITS
-SURROGATE = re.compile("[\ud800-\udfff]")
 Path = tuple[str | int, ...]
 
 

@@ -67,6 +67,11 @@ class Deferred:
     retries: tuple[dict[str, Any], ...] = ()
     result: Any = None
 
+    @property
+    def timer(self) -> dict[str, Any] | None:
+        """What a durable sleep leaves for when it comes due (`{"result": ...}`); None for a retry."""
+        return {"result": self.result} if self.kind == "timer" else None
+
 
 async def call_tool(registry: ToolRegistry, call: ActionCall, context: ToolContext) -> Any:
     """Run one attempt; the node's timeout becomes a `timeout` ToolError."""

@@ -1,6 +1,6 @@
 """Storage of runs: the `Store` interface, its Redis implementation and an in-memory one."""
 
-from graphrunner.store.base import Committed, Created, DeadLetter, Fence, Send, Sent, StepEntry, Store
+from graphrunner.store.base import Committed, Created, DeadLetter, Fence, Send, Sent, StepEntry, Store, now_ms
 from graphrunner.store.query import Cursor, RunPage, RunQuery, RunSummary
 from graphrunner.store.redis_store import RedisStore
 
@@ -18,4 +18,5 @@ __all__ = [
     "Sent",
     "StepEntry",
     "Store",
+    "now_ms",
 ]

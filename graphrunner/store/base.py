@@ -13,12 +13,18 @@ tests drive the executor, operations and sweeper with; one conformance suite
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from graphrunner.engine import RunSnapshot
 from graphrunner.store.query import RunPage, RunQuery, RunSummary
+
+
+def now_ms() -> int:
+    """Milliseconds since the epoch: the stores' timestamps and deadlines."""
+    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)

@@ -20,14 +20,11 @@ from typing import Any
 from graphrunner.engine import RunSnapshot
 from graphrunner.engine.snapshot import FINISHED
 from graphrunner.store.base import Committed, Created, Fence, Send, Sent, StepEntry
+from graphrunner.store.base import now_ms as _now_ms  # `now_ms` names an argument below
 from graphrunner.store.memory_aux import MemoryAux
 from graphrunner.store.query import RunPage, RunQuery, RunSummary, page_of
 
 FINISHED_VALUES = frozenset(s.value for s in FINISHED)
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _stream_id(text: str) -> tuple[int, int]:

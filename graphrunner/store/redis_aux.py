@@ -4,21 +4,15 @@ liveness (heartbeats, progress deadlines, the sweeper's lock) and dead letters."
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from graphrunner.store import keys
-from graphrunner.store.base import DeadLetter
+from graphrunner.store.base import DeadLetter, now_ms
 from graphrunner.store.redis_conn import RedisConnection
 
 ITEMS_TTL = 7 * 24 * 3600  # item results outlive a stalled foreach, then go
 ITEMS_BATCH = 1000
-
-
-def now_ms() -> int:
-    """Milliseconds since the epoch."""
-    return int(time.time() * 1000)
 
 
 class ItemsMixin(RedisConnection):

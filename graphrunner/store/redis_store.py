@@ -19,7 +19,7 @@ import redis
 
 from graphrunner.engine import RunSnapshot
 from graphrunner.store import keys
-from graphrunner.store.base import Committed, Created, Fence, Send, Sent, StepEntry
+from graphrunner.store.base import Committed, Created, Fence, Send, Sent, StepEntry, now_ms
 from graphrunner.store.query import RunPage, RunQuery, RunSummary
 from graphrunner.store.redis_aux import (
     CacheMixin,
@@ -27,7 +27,6 @@ from graphrunner.store.redis_aux import (
     ItemsMixin,
     KeysMixin,
     LivenessMixin,
-    now_ms,
 )
 from graphrunner.store.redis_index import RunIndex, expiry_member
 
