@@ -56,6 +56,8 @@ class Settings:
     stall_after: int = 20  # seconds without progress or heartbeat before the sweeper looks at a run
     sweep_interval: int = 5  # seconds between a worker's sweeper passes (one at a time cluster-wide)
     max_redeliveries: int = 5  # redeliveries of one step (or item) before it is a poison message
+    worker_config: str | None = None  # a team's worker configuration: a .py file or a module name
+    stop_grace: int | None = None  # seconds the platform grants between SIGTERM and SIGKILL
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -80,6 +82,10 @@ class Settings:
             stall_after=_positive("GRAPHRUNNER_STALL_AFTER", cls.stall_after),
             sweep_interval=_positive("GRAPHRUNNER_SWEEP_INTERVAL", cls.sweep_interval),
             max_redeliveries=_positive("GRAPHRUNNER_MAX_REDELIVERIES", cls.max_redeliveries),
+            worker_config=os.environ.get("GRAPHRUNNER_WORKER_CONFIG", "").strip() or None,
+            stop_grace=_positive("GRAPHRUNNER_STOP_GRACE", 1)
+            if os.environ.get("GRAPHRUNNER_STOP_GRACE")
+            else None,
         )
 
     def with_redis(self, url: str) -> Settings:

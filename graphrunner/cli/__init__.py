@@ -10,6 +10,8 @@ from __future__ import annotations
 import click
 
 from graphrunner import __version__
+from graphrunner.cli.control import ping, purge
+from graphrunner.cli.flower import flower
 from graphrunner.cli.operator import cancel, queues, sweep
 from graphrunner.cli.run import run
 from graphrunner.cli.runs import resume, state, status, steps, submit, wait, watch
@@ -17,7 +19,7 @@ from graphrunner.cli.runs_list import list_runs
 from graphrunner.cli.schema import schema
 from graphrunner.cli.step import step
 from graphrunner.cli.validate import validate
-from graphrunner.cli.worker import beat, flower, worker
+from graphrunner.cli.worker import beat, worker
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -48,5 +50,7 @@ main.add_command(worker)
 main.add_command(flower)
 main.add_command(beat)
 main.add_command(queues)
+main.add_command(purge)
+main.add_command(ping)
 
 __all__ = ["main"]

@@ -1,7 +1,8 @@
-"""`graphrunner worker [celery worker options]`, `graphrunner flower [flower options]`, `graphrunner beat`."""
+"""`graphrunner worker [celery worker options]` and `graphrunner beat`."""
 
 from __future__ import annotations
 
+import inspect
 import signal
 import threading
 from typing import Any
@@ -13,9 +14,11 @@ from graphrunner.errors import ConfigurationError
 from graphrunner.settings import Settings
 
 PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["--help"]}
+OWN_HELP = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
 
 
-def _settings() -> Settings:
+def broker_settings() -> Settings:
+    """The settings from the environment; exits 2 when no Redis is configured."""
     settings = load_settings()
     if not settings.redis_url:
         fail(
@@ -25,38 +28,60 @@ def _settings() -> Settings:
     return settings
 
 
-def _runtime(settings: Settings) -> Any:
-    from graphrunner.cluster.worker import WorkerRuntime
-
-    try:
-        return WorkerRuntime(settings)
-    except ConfigurationError as exc:
-        fail(str(exc), USAGE_ERROR)
-
-
-@click.command("worker", context_settings=PASS_THROUGH)
+@click.command("worker", context_settings=OWN_HELP)
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
 def worker(celery_args: tuple[str, ...]) -> None:
     """Run a Celery worker for the configured Redis (GRAPHRUNNER_REDIS_URL).
 
-    Every option is passed to `celery worker`, e.g. `graphrunner worker -c 4 -Q graphrunner,cpu`.
-    The worker consumes the default queue (GRAPHRUNNER_QUEUE, `graphrunner`) unless -Q says otherwise.
-    Every worker also moves due timers onto their queues and takes its turn at sweeping.
+    Every option is passed to `celery worker`, e.g. `graphrunner worker -c 4 -Q graphrunner,cpu`
+    (Celery's options are listed below). The worker consumes the default queue (GRAPHRUNNER_QUEUE,
+    `graphrunner`) unless -Q says otherwise, moves due timers onto their queues and takes its turn
+    at sweeping. GRAPHRUNNER_WORKER_CONFIG names the team's worker configuration (a .py file or a
+    module: its tools and deployment hooks). SIGTERM is a warm shutdown: no new steps are taken and
+    the steps in flight finish. Settings that cannot work are refused before it starts.
     """
-    runtime = _runtime(_settings())
+    if "-h" in celery_args or "--help" in celery_args:
+        _help_with_celery_options()
+    settings = broker_settings()
+    from graphrunner.cluster.preflight import check_stop_grace, check_worker
+
+    try:
+        check_worker(settings, celery_args)
+        runtime = _runtime(settings)
+    except ConfigurationError as exc:
+        fail(str(exc), USAGE_ERROR)
+    try:
+        check_stop_grace(settings)
+    except ConfigurationError as exc:
+        runtime.close()
+        fail(str(exc), USAGE_ERROR)
     try:
         runtime.app.worker_main(["worker", "--loglevel=WARNING", *celery_args])
     finally:
         runtime.close()
 
 
-@click.command("flower", context_settings=PASS_THROUGH)
-@click.argument("flower_args", nargs=-1, type=click.UNPROCESSED)
-def flower(flower_args: tuple[str, ...]) -> None:
-    """Run Flower against the configured broker; options go to Flower (e.g. --basic-auth=user:pass)."""
-    from graphrunner.cluster.app import create_app
+def _runtime(settings: Settings) -> Any:
+    from graphrunner.cluster.worker import WorkerRuntime
 
-    create_app(_settings()).start(["flower", *flower_args])
+    return WorkerRuntime(settings)
+
+
+def _help_with_celery_options() -> None:
+    """This command's help, then Celery's worker options (without Celery's own usage lines)."""
+    from celery.bin.worker import worker as celery_worker
+
+    ctx = click.get_current_context()
+    own = inspect.cleandoc(ctx.command.help or "")
+    click.echo("Usage: graphrunner worker [CELERY WORKER OPTIONS]\n")
+    click.echo(
+        click.formatting.wrap_text(own, initial_indent="  ", subsequent_indent="  ", preserve_paragraphs=True)
+    )
+    celery_help = celery_worker.get_help(click.Context(celery_worker, info_name="graphrunner worker"))
+    options = celery_help[celery_help.find("Worker Options:") :]
+    options = options[: options.rfind("\nOptions:")]  # Celery's own --help line
+    click.echo(f"\n{options.rstrip()}\n\n  -h, --help  Show this message and exit.")
+    raise click.exceptions.Exit(0)
 
 
 @click.command("beat")
@@ -69,7 +94,7 @@ def beat() -> None:
     from graphrunner.cluster.context import Cluster
     from graphrunner.cluster.housekeeping import Housekeeper
 
-    cluster = Cluster.connect(_settings())  # no worker: nothing here takes steps
+    cluster = Cluster.connect(broker_settings())  # no worker: nothing here takes steps
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

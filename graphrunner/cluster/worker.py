@@ -16,8 +16,8 @@ from graphrunner.cluster.items import ItemRunner
 from graphrunner.cluster.loops import ThreadLoops
 from graphrunner.cluster.publisher import is_redis_url
 from graphrunner.cluster.tasks import register_tasks
+from graphrunner.cluster.worker_config import deployment_hooks as configured_hooks
 from graphrunner.compiled import CompiledHook
-from graphrunner.loading.hooks_file import load_hooks_file
 from graphrunner.services import StepServices
 from graphrunner.settings import Settings
 from graphrunner.store import Store
@@ -47,8 +47,9 @@ def worker_app(settings: Settings) -> Celery:
 class WorkerRuntime:
     """A worker's executor, item runner and Celery app, all from `settings` (see the module doc).
 
-    `deployment_hooks` default to the file GRAPHRUNNER_HOOKS names (a bad file raises
-    `ConfigurationError`); `store` replaces the configured Redis (the tests pass a `MemoryStore`).
+    `deployment_hooks` default to those of GRAPHRUNNER_HOOKS and GRAPHRUNNER_WORKER_CONFIG, whose
+    module is imported first (a bad file or module raises `ConfigurationError`); `store`
+    replaces the configured Redis (the tests pass a `MemoryStore`).
     """
 
     def __init__(
@@ -66,7 +67,7 @@ class WorkerRuntime:
         else:
             self.cluster = Cluster.over(settings, store, app=self.app)
         if deployment_hooks is None:
-            deployment_hooks = load_hooks_file(settings.hooks_file) if settings.hooks_file else ()
+            deployment_hooks = configured_hooks(settings)
         self.services = StepServices.from_settings(
             settings, cache=self.cluster.store, deployment_hooks=deployment_hooks
         )

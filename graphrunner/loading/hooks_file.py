@@ -8,6 +8,7 @@ never change control flow.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -32,8 +33,16 @@ def load_hooks_file(path: Path, registry: ToolRegistry | None = None) -> tuple[C
     data = doc.data
     if not isinstance(data, dict) or set(data) != {"hooks"}:
         raise ConfigurationError(f"{where}: expected a mapping with one key, 'hooks:' (a list of hooks)")
+    return compile_deployment_hooks(data["hooks"], where, registry)
+
+
+def compile_deployment_hooks(
+    raw: Any, where: str, registry: ToolRegistry | None = None
+) -> tuple[CompiledHook, ...]:
+    """Deployment hooks (a list written like a graph's `hooks:`) compiled; raises
+    `ConfigurationError` starting with `where` and naming each problem (`hooks.N...`)."""
     try:
-        hooks = HOOKS.validate_python(data["hooks"])
+        hooks = HOOKS.validate_python(raw)
     except ValidationError as exc:
         problems = "; ".join(f"hooks.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise ConfigurationError(f"{where}: {problems}") from None

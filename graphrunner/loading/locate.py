@@ -41,6 +41,11 @@ def find_by_id(graph_id: str, dirs: Iterable[Path]) -> Path | None:
     return None
 
 
+def graph_files(search: Iterable[Path]) -> list[Path]:
+    """Every YAML file under the search dirs that exist, each once, in order."""
+    return list(dict.fromkeys(_yaml_files(d for d in search if d.is_dir())))
+
+
 def _yaml_files(dirs: Iterable[Path]) -> Iterator[Path]:
     for d in dirs:
         for suffix in SUFFIXES:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 
-from graphrunner.errors import UnknownTool
+from graphrunner.errors import ConfigurationError, UnknownTool
 from graphrunner.tools.base import Tool
 
 ENTRY_POINT_GROUP = "graphrunner.tools"
@@ -43,8 +43,15 @@ class ToolRegistry:
     def load_entry_points(self) -> None:
         """Register every tool published under the `graphrunner.tools` entry-point group."""
         for ep in entry_points(group=ENTRY_POINT_GROUP):
-            obj = ep.load()
-            self.register(obj() if isinstance(obj, type) else obj)
+            try:
+                obj = ep.load()
+                self.register(obj() if isinstance(obj, type) else obj)
+            except Exception as exc:  # a team's plugin that does not load
+                dist = f" of {ep.dist.name}" if ep.dist else ""
+                raise ConfigurationError(
+                    f"tool plugin {ep.name} = {ep.value}{dist} (entry point group {ENTRY_POINT_GROUP}) "
+                    f"does not load: {type(exc).__name__}: {exc}"
+                ) from exc
 
 
 _default: ToolRegistry | None = None

@@ -109,9 +109,16 @@ def test_help_loads_neither_the_cluster_nor_the_graph_model() -> None:
     assert command("--help") == set()
 
 
+# their help lists Celery's worker options and Flower's options: it loads those programs
+SHOWS_ANOTHER_PROGRAMS_OPTIONS = {
+    "worker": {"celery", "kombu", "redis"},
+    "flower": {"celery", "kombu", "redis"},
+}
+
+
 @pytest.mark.parametrize("name", sorted(main.commands))
 def test_help_of_every_command_loads_nothing_heavy(name: str) -> None:
-    assert command(name, "--help") == set()
+    assert command(name, "--help") <= SHOWS_ANOTHER_PROGRAMS_OPTIONS.get(name, set())
 
 
 @pytest.mark.parametrize(
