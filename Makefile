@@ -5,10 +5,11 @@ BIN := $(VENV)/bin
 
 .PHONY: setup demo lint typecheck test unit clean
 
-$(BIN)/graphrunner: pyproject.toml
+$(BIN)/graphrunner: pyproject.toml workers/example_tools/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-deps -e workers/example_tools
 	touch $@
 
 setup: $(BIN)/graphrunner          ## create .venv and install graphrunner with the dev extra
@@ -17,11 +18,12 @@ demo: setup                        ## run the hello graph end to end
 	$(BIN)/graphrunner run graphs/hello.yaml -i name=Ada
 
 lint: setup                        ## ruff lint and format check
-	$(BIN)/ruff check graphrunner tests
-	$(BIN)/ruff format --check graphrunner tests
+	$(BIN)/ruff check graphrunner tests workers
+	$(BIN)/ruff format --check graphrunner tests workers
 
-typecheck: setup                   ## mypy, strict, on the package
+typecheck: setup                   ## mypy, strict, on the package and the example tools plugin
 	$(BIN)/mypy
+	$(BIN)/mypy --strict workers/example_tools/graphrunner_example_tools workers/worker_config.py workers/example_producer.py
 
 unit: setup                        ## the unit tests only (no Redis, no Celery)
 	$(BIN)/pytest tests/unit

@@ -1,0 +1,76 @@
+"""The compose file as `docker compose` reads it: `.env` interpolation, `<<` merges, services.
+
+Only what the tests need of the Compose Specification's interpolation: `${VAR}`,
+`${VAR:-default}`, `${VAR-default}`, `${VAR:?error}`, `${VAR?error}`, `$$` and `$VAR`.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+ENV_EXAMPLE = ROOT / ".env.example"
+VARIABLE = re.compile(r"\$(?:\$|\{(?P<braced>[^}]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
+BRACED = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:-|-|:\?|\?)(?P<arg>.*))?$", re.DOTALL)
+
+
+class MissingVariable(ValueError):
+    """A `${VAR:?message}` whose variable is unset or empty."""
+
+
+def read_env_file(path: Path = ENV_EXAMPLE) -> dict[str, str]:
+    """KEY=VALUE lines of an env file (comments and blank lines skipped)."""
+    env = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            env[key.strip()] = value.strip()
+    return env
+
+
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    """`value` with every variable replaced as compose does (recursively in lists and maps)."""
+    if isinstance(value, str):
+        return VARIABLE.sub(lambda m: _substitute(m, env), value)
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    return value
+
+
+def _substitute(match: re.Match[str], env: dict[str, str]) -> str:
+    if match.group(0) == "$$":
+        return "$"
+    if match.group("plain"):
+        return env.get(match.group("plain"), "")
+    parsed = BRACED.match(match.group("braced"))
+    if parsed is None:
+        raise ValueError(f"bad variable {match.group(0)!r}")
+    name, op, arg = parsed.group("name"), parsed.group("op"), parsed.group("arg")
+    value = env.get(name)
+    unset_or_empty = not value if op and op.startswith(":") else value is None
+    if op in (":-", "-"):
+        return str(arg) if unset_or_empty else str(value)
+    if op in (":?", "?") and unset_or_empty:
+        raise MissingVariable(f"{name}: {arg}")
+    return value or ""
+
+
+def load_compose(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """docker-compose.yml with `<<` merges resolved (PyYAML does them) and variables interpolated."""
+    raw = yaml.safe_load(COMPOSE.read_text())
+    return interpolate(raw, read_env_file() if env is None else env)  # type: ignore[no-any-return]
+
+
+def command_of(service: dict[str, Any]) -> list[str]:
+    """A service's command as an argv list (a string command is split as compose splits it)."""
+    command = service["command"]
+    return shlex.split(command) if isinstance(command, str) else [str(a) for a in command]

@@ -1,0 +1,384 @@
+"""The commands docker-compose.yml runs, run as local processes against a test Redis.
+
+There is no Docker daemon here, so each service's `command` and `environment` are taken
+from the compose file (interpolated with .env.example), the image's ENV from the
+Dockerfile, and run as they would run in the container, with three changes only: the
+Redis URL names the test's Redis, `/app/...` paths (the image's copy of this repository)
+name this checkout, and workers after the first get `-n wN@%h` because here they share one
+hostname, where containers each have their own.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from compose_files import ROOT, command_of, load_compose
+from dockerfile_parse import DockerfileParser
+
+from graphrunner.client import Client
+from graphrunner.embedded import EmbeddedRedis
+from graphrunner.settings import Settings
+
+HERE = Path(__file__).resolve().parent
+DOCKERFILE = ROOT / "workers" / "Dockerfile"
+
+
+def image_env() -> dict[str, str]:
+    """The ENV of the worker image."""
+    parser = DockerfileParser(path=str(DOCKERFILE))
+    return dict(parser.envs)
+
+
+def local_path(value: str) -> str:
+    """An `/app/...` path of the image as the path in this checkout (COPY . /app, in parts)."""
+    return str(ROOT / value.removeprefix("/app/")) if value.startswith("/app/") else value
+
+
+def service_env(name: str, redis_url: str) -> dict[str, str]:
+    """The environment a compose service's container gets, pointed at `redis_url`."""
+    service = load_compose()["services"][name]
+    env = {**image_env(), **{k: str(v) for k, v in service.get("environment", {}).items()}}
+    env = {k: local_path(v) for k, v in env.items()}
+    env["GRAPHRUNNER_REDIS_URL"] = redis_url
+    path = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, **env, "PYTHONPATH": path}
+
+
+def argv_of(name: str, *extra: str) -> list[str]:
+    """The service's command, run with this interpreter (`graphrunner` is its console script)."""
+    argv = command_of(load_compose()["services"][name])
+    assert argv[0] == "graphrunner"
+    return [sys.executable, "-m", "graphrunner", *argv[1:], *extra]
+
+
+class Service:
+    """One process of a compose service, in its own process group, logging to a file."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.log = log
+        with log.open("w") as out:
+            self.proc = subprocess.Popen(
+                argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_for_log(self, needle: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while needle not in self.text():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"exited {self.proc.returncode}: {self.text()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {needle!r} after {timeout}s: {self.text()[-3000:]}")
+            time.sleep(0.2)
+
+    def signal_group(self, sig: int) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.signal_group(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.signal_group(signal.SIGKILL)
+                self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def redis() -> Iterator[EmbeddedRedis]:
+    with EmbeddedRedis() as server:
+        yield server
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[list[Service]]:
+    services: list[Service] = []
+    yield services
+    for service in services:
+        service.stop()
+
+
+def start_worker(n: int, redis: EmbeddedRedis, tmp_path: Path, started: list[Service], **env: str) -> Service:
+    extra = () if n == 0 else ("-n", f"w{n}@%h")
+    worker = Service(
+        argv_of("worker", *extra), {**service_env("worker", redis.url), **env}, tmp_path / f"w{n}.log"
+    )
+    started.append(worker)
+    return worker
+
+
+def graph_file(tmp_path: Path, seconds: float, steps: int) -> Path:
+    nodes = "\n".join(
+        f"""  s{i}:
+    action: {{tool: python, params: {{fn: "deploy_targets:slow", args: {{seconds: {seconds}, marker: "${{inputs.marker}}", label: "${{inputs.label}}-s{i}"}}}}}}
+    next: {f"s{i + 1}" if i + 1 < steps else "done"}"""
+        for i in range(steps)
+    )
+    path = tmp_path / f"slow-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(
+        f"""id: deploy/slow
+inputs:
+  marker: {{type: string, default: ""}}
+  label: {{type: string, default: ""}}
+config:
+  start: s0
+nodes:
+{nodes}
+  done:
+    type: return
+"""
+    )
+    return path
+
+
+def client_of(redis: EmbeddedRedis) -> Client:
+    return Client(settings=Settings(redis_url=redis.url))
+
+
+def test_three_workers_one_sigkilled_mid_flight_every_run_completes(
+    redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
+) -> None:
+    workers = [start_worker(n, redis, tmp_path, started) for n in range(3)]
+    beat = Service(argv_of("beat"), service_env("beat", redis.url), tmp_path / "beat.log")
+    started.append(beat)
+    for worker in workers:
+        worker.wait_for_log(" ready.")
+    marker = tmp_path / "marks.txt"
+    graph = graph_file(tmp_path, 0.3, 3)
+    with client_of(redis) as client:
+        runs = [client.submit(graph, {"marker": str(marker), "label": f"r{n}"}) for n in range(30)]
+        victim = workers[1]
+        deadline = time.monotonic() + 120
+        while not _holds_a_step(victim, marker):  # kill it while it runs a step
+            assert time.monotonic() < deadline, "the second worker never took a step"
+            time.sleep(0.05)
+        victim.signal_group(signal.SIGKILL)
+        results = [run.wait(timeout=240) for run in runs]
+    assert [r.status for r in results] == ["completed"] * 30
+    assert all(r.path == ["s0", "s1", "s2", "done"] for r in results), [r.path for r in results]
+    done = [line.split()[1] for line in marker.read_text().splitlines() if line.startswith("done")]
+    assert len(set(done)) == 90  # every step's action finished (the killed one ran again)
+
+
+def _holds_a_step(worker: Service, marker: Path) -> bool:
+    """A pool process of `worker` has started a step it has not finished."""
+    if not marker.exists():
+        return False
+    open_steps: dict[str, int] = {}
+    for line in marker.read_text().splitlines():
+        kind, label, pid = line.split()
+        open_steps[label] = int(pid) if kind == "start" else 0
+    return any(pid and _in_group(pid, worker.proc.pid) for pid in open_steps.values())
+
+
+def _in_group(pid: int, group: int) -> bool:
+    try:
+        return os.getpgid(pid) == group
+    except ProcessLookupError:
+        return False
+
+
+def test_sigterm_mid_step_finishes_the_step_and_loses_nothing(
+    redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
+) -> None:
+    """What a KEDA scale-down or `docker compose stop` does: SIGTERM to the container's PID 1."""
+    worker = start_worker(0, redis, tmp_path, started)
+    worker.wait_for_log(" ready.")
+    marker = tmp_path / "marks.txt"
+    with client_of(redis) as client:
+        run = client.submit(graph_file(tmp_path, 3, 2), {"marker": str(marker), "label": "r"})
+        deadline = time.monotonic() + 60
+        while not (marker.exists() and "start r-s0" in marker.read_text()):
+            assert time.monotonic() < deadline, worker.text()[-2000:]
+            time.sleep(0.05)
+        os.kill(worker.proc.pid, signal.SIGTERM)  # the main process only, as docker stop does
+        assert worker.proc.wait(timeout=60) == 0, worker.text()[-3000:]
+        assert "done r-s0" in marker.read_text()  # the step in flight finished before it exited
+        successor = start_worker(1, redis, tmp_path, started)
+        successor.wait_for_log(" ready.")
+        result = run.wait(timeout=120)
+    assert result.status == "completed"
+    assert result.path == ["s0", "s1", "done"]
+    starts = [line for line in marker.read_text().splitlines() if line.startswith("start")]
+    assert [s.split()[1] for s in starts] == ["r-s0", "r-s1"]  # each step ran once
+
+
+def test_the_image_healthcheck_pings_the_worker_for_real(
+    redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
+) -> None:
+    parser = DockerfileParser(path=str(DOCKERFILE))
+    healthcheck = [i["value"] for i in parser.structure if i["instruction"] == "HEALTHCHECK"]
+    assert len(healthcheck) == 1
+    argv = _exec_form(healthcheck[0])
+    assert argv[:2] == ["graphrunner", "ping"]
+    probe = [sys.executable, "-m", "graphrunner", *argv[1:]]
+    env = service_env("worker", redis.url)
+    assert subprocess.run(probe, env=env, capture_output=True, timeout=60, check=False).returncode == 1
+    worker = start_worker(0, redis, tmp_path, started)
+    worker.wait_for_log(" ready.")
+    answer = subprocess.run(probe, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert answer.returncode == 0, answer.stdout + answer.stderr
+    assert "pong" in answer.stdout
+    worker.stop()
+    assert subprocess.run(probe, env=env, capture_output=True, timeout=60, check=False).returncode == 1
+
+
+def _exec_form(value: str) -> list[str]:
+    """The argv of `... CMD ["a", "b"]` in a HEALTHCHECK instruction."""
+    import json
+
+    return list(json.loads(value[value.index("CMD") + 3 :].strip()))
+
+
+def test_a_worker_refuses_a_stop_grace_shorter_than_a_node_timeout(
+    redis: EmbeddedRedis, tmp_path: Path
+) -> None:
+    graphs = tmp_path / "graphs"
+    graphs.mkdir()
+    (graphs / "long.yaml").write_text(
+        "id: deploy/long\nconfig: {start: a}\nnodes:\n"
+        "  a: {action: {tool: sleep, params: {seconds: 1}}, timeout: 600, next: done}\n"
+        "  done: {type: return}\n"
+    )
+    env = {**service_env("worker", redis.url), "GRAPHRUNNER_GRAPH_PATH": str(graphs)}
+    result = subprocess.run(
+        argv_of("worker"), env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 2, result.stderr
+    assert "GRAPHRUNNER_STOP_GRACE is 120s" in result.stderr
+    assert "node 'a' of graph 'deploy/long'" in result.stderr
+
+
+def _get(url: str, auth: str | None = None) -> tuple[int, bytes]:
+    import base64
+    import urllib.error
+    import urllib.request
+
+    headers = {"Authorization": "Basic " + base64.b64encode(auth.encode()).decode()} if auth else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as answer:
+            return int(answer.status), answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
+
+
+def test_flower_as_composed_guards_every_path_and_names_items_once_per_node(
+    redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
+) -> None:
+    import json
+
+    from graphrunner.embedded import free_port
+
+    port = free_port()
+    argv = [a if not a.startswith("--port=") else f"--port={port}" for a in argv_of("flower")]
+    env = service_env("flower", redis.url)
+    auth = env["FLOWER_BASIC_AUTH"]
+    worker = start_worker(0, redis, tmp_path, started)
+    flower = Service(argv, env, tmp_path / "flower.log")
+    started.append(flower)
+    worker.wait_for_log(" ready.")
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if _get(f"{base}/healthcheck")[0] == 200:
+                break
+        except OSError:
+            pass
+        assert time.monotonic() < deadline and flower.proc.poll() is None, flower.text()[-3000:]
+        time.sleep(0.3)
+    for path in ("/metrics", "/api/workers", "/api/tasks", "/", "/tasks", "/workers", "/broker"):
+        assert _get(base + path)[0] == 401, path
+        assert _get(base + path, "ops:wrong")[0] == 401, path
+    assert _get(base + "/metrics", auth)[0] == 200
+    graph = ROOT / "graphs" / "foreach.yaml"
+    words = [f"w{n}" for n in range(12)]
+    with client_of(redis) as client:
+        parallel = client.submit(_parallel(graph, tmp_path), {"words": words}).wait(timeout=120)
+        sequential = client.submit(graph, {"words": words}).wait(timeout=120)
+    assert parallel.status == sequential.status == "completed"
+    deadline = time.monotonic() + 60
+    names: set[str] = set()
+    while not any(n.endswith(":item") for n in names):  # Flower has seen the item tasks
+        assert time.monotonic() < deadline, names
+        time.sleep(0.5)
+        names = {t["name"] for t in json.loads(_get(base + "/api/tasks?limit=1000", auth)[1]).values()}
+    assert names <= {
+        "examples/foreach:measure",
+        "examples/foreach:measure:item",
+        "examples/foreach:report",
+        "examples/foreach:done",
+    }, names
+    metrics = _get(base + "/metrics", auth)[1].decode()
+    assert "fan[" not in metrics and "measure[" not in metrics
+
+
+def _parallel(graph: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "foreach-parallel.yaml"
+    path.write_text(graph.read_text().replace("parallel: false", "parallel: true"))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        ((), {}, "Flower needs authentication"),
+        (("--no-auth", "--address=0.0.0.0"), {}, "loopback only, not on --address=0.0.0.0"),
+        (("--basic-auth=ops",), {}, "'ops' is not user:password"),
+        ((), {"FLOWER_BASIC_AUTH": "ops:"}, "is not user:password"),
+    ],
+)
+def test_flower_refuses_to_start_open(
+    redis: EmbeddedRedis, args: tuple[str, ...], env: dict[str, str], message: str
+) -> None:
+    base = {k: v for k, v in service_env("flower", redis.url).items() if k != "FLOWER_BASIC_AUTH"}
+    result = subprocess.run(
+        [sys.executable, "-m", "graphrunner", "flower", *args],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr
+
+
+def test_flower_no_auth_serves_on_loopback_with_a_warning(
+    redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
+) -> None:
+    from graphrunner.embedded import free_port
+
+    port = free_port()
+    env = {k: v for k, v in service_env("flower", redis.url).items() if k != "FLOWER_BASIC_AUTH"}
+    flower = Service(
+        [sys.executable, "-m", "graphrunner", "flower", "--no-auth", f"--port={port}"],
+        env,
+        tmp_path / "f.log",
+    )
+    started.append(flower)
+    flower.wait_for_log("without authentication")
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            status = _get(f"http://127.0.0.1:{port}/metrics")[0]
+            break
+        except OSError:
+            assert time.monotonic() < deadline and flower.proc.poll() is None, flower.text()[-3000:]
+            time.sleep(0.3)
+    assert status == 200
+    listening = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    local = {line.split()[1] for line in listening if line.split()[3] == "0A"}  # LISTEN
+    assert f"0100007F:{port:04X}" in local  # 127.0.0.1
+    assert f"00000000:{port:04X}" not in local  # not 0.0.0.0

@@ -1,0 +1,64 @@
+"""workers/Dockerfile, parsed (there is no Docker daemon to build it): a slim Python base, the
+project and the example tools installed, a non-root user, a health check that pings the worker."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from compose_files import ROOT
+from dockerfile_parse import DockerfileParser
+
+DOCKERFILE = ROOT / "workers" / "Dockerfile"
+
+
+def parsed() -> DockerfileParser:
+    return DockerfileParser(path=str(DOCKERFILE))
+
+
+def instructions(name: str) -> list[str]:
+    return [i["value"] for i in parsed().structure if i["instruction"] == name]
+
+
+def test_slim_python_base_that_the_project_supports() -> None:
+    base = parsed().baseimage
+    match = re.fullmatch(r"python:3\.(\d+)-slim", base)
+    assert match and int(match.group(1)) >= 11, base
+
+
+def test_installs_the_project_and_the_example_tools_plugin() -> None:
+    runs = " ".join(instructions("RUN"))
+    assert "pip install ." in runs
+    assert "pip install --no-deps ./workers/example_tools" in runs
+    copied = [c.split()[0] for c in instructions("COPY")]
+    for source in copied:  # every COPY source exists in the build context (the repo root)
+        assert (ROOT / source).exists(), source
+
+
+def test_runs_as_a_non_root_user() -> None:
+    users = instructions("USER")
+    assert users and users[-1] not in ("root", "0")
+    assert any("useradd" in r and users[-1] in r for r in instructions("RUN"))
+
+
+def test_environment_names_files_the_image_has() -> None:
+    env = parsed().envs
+    assert env["GRAPHRUNNER_TASK_EVENTS"] == "1"
+    workdir = instructions("WORKDIR")[-1]
+    for key in ("GRAPHRUNNER_GRAPH_PATH", "GRAPHRUNNER_WORKER_CONFIG"):
+        inside = Path(env[key]).relative_to(workdir)
+        assert (ROOT / inside).exists(), key
+
+
+def test_health_check_pings_this_containers_worker() -> None:
+    (check,) = instructions("HEALTHCHECK")
+    argv = json.loads(check[check.index("CMD") + 3 :].strip())
+    assert argv == ["graphrunner", "ping", "--local", "--timeout", "10"]
+    timeout = re.search(r"--timeout=(\d+)s", check)
+    assert timeout and int(timeout.group(1)) > 10  # the probe gives up before Docker does
+
+
+def test_default_command_is_a_worker_with_warm_shutdown() -> None:
+    assert json.loads(instructions("CMD")[-1])[:2] == ["graphrunner", "worker"]
+    assert instructions("STOPSIGNAL") == ["SIGTERM"]

@@ -1,0 +1,538 @@
+"""The Kubernetes deployment in deploy/: every object valid, the files consistent with each other.
+
+Core objects are checked against Kubernetes' own schemas (kubernetes-validate, strict: an unknown
+field is an error), KEDA's objects against keda_scaledobject.schema.json, and the commands the
+manifests run against graphrunner's CLI. No cluster and no network: only files and `--help`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+KEDA_SCHEMA = Path(__file__).with_name("keda_scaledobject.schema.json")
+KUBERNETES_VERSION = "1.37.0"  # the newest version kubernetes-validate 1.37 ships schemas for
+NAMESPACE = "graphrunner"
+NOT_APPLIED = {"secret.example.yaml", "hpa-cpu.yaml"}  # an example, and the alternative to KEDA
+KEDA_API = "keda.sh/v1alpha1"
+KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
+WORKLOADS = {"Deployment", "StatefulSet"}
+PLACEHOLDER = "change-me"
+
+Doc = dict[str, Any]
+
+
+def load(path: Path) -> list[Doc]:
+    """The YAML documents of one file (empty documents left out)."""
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+MANIFESTS = sorted(DEPLOY.glob("*.yaml"))
+DOCS: list[tuple[str, Doc]] = [(path.name, doc) for path in MANIFESTS for doc in load(path)]
+
+
+def label(item: tuple[str, Doc]) -> str:
+    file, doc = item
+    return f"{file}:{doc['kind']}/{doc.get('metadata', {}).get('name', '')}"
+
+
+def is_keda(doc: Doc) -> bool:
+    return bool(doc["apiVersion"] == KEDA_API)
+
+
+def is_kustomization(doc: Doc) -> bool:
+    return bool(doc["apiVersion"] == KUSTOMIZE_API)
+
+
+CORE = [item for item in DOCS if not is_keda(item[1]) and not is_kustomization(item[1])]
+KEDA = [item for item in DOCS if is_keda(item[1])]
+
+
+def objects(kind: str, *, applied_only: bool = False) -> list[Doc]:
+    """Every object of `kind` in deploy/ (or only in the files kustomization.yaml applies)."""
+    return [doc for file, doc in DOCS if doc["kind"] == kind and not (applied_only and file in NOT_APPLIED)]
+
+
+def one(kind: str, name: str) -> Doc:
+    """The single object of `kind` named `name`."""
+    found = [doc for doc in objects(kind) if doc["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name!r} in deploy/, found {len(found)}"
+    return found[0]
+
+
+def config() -> dict[str, str]:
+    data: dict[str, str] = one("ConfigMap", "graphrunner-config")["data"]
+    return data
+
+
+def example_secret() -> Doc:
+    return one("Secret", "graphrunner-secrets")
+
+
+def pod_spec(workload: Doc) -> Doc:
+    spec: Doc = workload["spec"]["template"]["spec"]
+    return spec
+
+
+def containers(workload: Doc) -> list[Doc]:
+    pod = pod_spec(workload)
+    found: list[Doc] = pod["containers"] + pod.get("initContainers", [])
+    return found
+
+
+def pod_labels(workload: Doc) -> dict[str, str]:
+    found: dict[str, str] = workload["spec"]["template"]["metadata"]["labels"]
+    return found
+
+
+def workloads() -> list[Doc]:
+    return [doc for _, doc in DOCS if doc["kind"] in WORKLOADS]
+
+
+def container(workload: Doc, name: str) -> Doc:
+    found = [c for c in containers(workload) if c["name"] == name]
+    assert len(found) == 1, f"{workload['metadata']['name']} has no single container {name!r}"
+    return found[0]
+
+
+def validate_kubernetes(doc: Doc) -> None:
+    kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+
+
+def keda_validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads(KEDA_SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+# -- every object is valid ---------------------------------------------------------------------
+
+
+def test_deploy_holds_the_expected_manifests() -> None:
+    assert {path.name for path in MANIFESTS} >= {
+        "namespace.yaml",
+        "configmap.yaml",
+        "secret.example.yaml",
+        "worker.yaml",
+        "beat.yaml",
+        "flower.yaml",
+        "keda-scaledobject.yaml",
+        "hpa-cpu.yaml",
+        "pdb.yaml",
+        "redis.yaml",
+        "kustomization.yaml",
+    }
+
+
+@pytest.mark.parametrize("item", CORE, ids=label)
+def test_every_core_object_is_valid_kubernetes(item: tuple[str, Doc]) -> None:
+    """Kubernetes' own schema for the object's kind and apiVersion; unknown fields are errors."""
+    validate_kubernetes(item[1])
+
+
+BROKEN_CORE: dict[str, Callable[[Doc], None]] = {
+    "misspelled field": lambda d: d["spec"].update(replica=d["spec"].pop("replicas")),
+    "string for an integer": lambda d: pod_spec(d).update(terminationGracePeriodSeconds="120"),
+    "unknown container field": lambda d: d["spec"]["template"]["spec"]["containers"][0].update(argz=[]),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(BROKEN_CORE))
+def test_the_kubernetes_check_rejects_a_broken_object(breakage: str) -> None:
+    broken = copy.deepcopy(one("Deployment", "graphrunner-beat"))
+    validate_kubernetes(copy.deepcopy(broken))  # the unbroken copy passes
+    BROKEN_CORE[breakage](broken)
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate_kubernetes(broken)
+
+
+def test_the_keda_schema_rejects_unknown_fields_at_every_level() -> None:
+    """additionalProperties is false on every object the schema describes (if/then overlays aside)."""
+
+    def walk(node: Any, where: str) -> Iterator[str]:
+        if isinstance(node, dict):
+            described = node.get("type") == "object" and "properties" in node
+            if described and node.get("additionalProperties") is not False:
+                yield where
+            for key, value in node.items():
+                yield from walk(value, f"{where}/{key}")
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                yield from walk(value, f"{where}/{index}")
+
+    schema = json.loads(KEDA_SCHEMA.read_text())
+    assert list(walk(schema, "#")) == []
+    assert "https://keda.sh/docs/2.16/scalers/redis-lists/" in schema["description"]
+    assert "https://keda.sh/docs/2.16/concepts/scaling-deployments/" in schema["description"]
+
+
+def test_keda_objects_are_there() -> None:
+    assert sorted(doc["kind"] for _, doc in KEDA) == ["ScaledObject", "TriggerAuthentication"]
+
+
+@pytest.mark.parametrize("item", KEDA, ids=label)
+def test_keda_objects_match_the_keda_schema(item: tuple[str, Doc]) -> None:
+    keda_validator().validate(item[1])
+
+
+def redis_trigger(scaled: Doc) -> Doc:
+    triggers = [t for t in scaled["spec"]["triggers"] if t["type"] == "redis"]
+    assert len(triggers) == 1, "the ScaledObject has no single redis trigger"
+    trigger: Doc = triggers[0]
+    return trigger
+
+
+BROKEN_KEDA: dict[str, Callable[[Doc], None]] = {
+    "misspelled spec field": lambda d: d["spec"].update(minReplicas=d["spec"].pop("minReplicaCount")),
+    "integer for a metadata string": lambda d: redis_trigger(d)["metadata"].update(listLength=20),
+    "no listName": lambda d: redis_trigger(d)["metadata"].pop("listName"),
+    "unknown redis metadata key": lambda d: redis_trigger(d)["metadata"].update(queueName="graphrunner"),
+    "KEDA v1 scaleTargetRef": lambda d: d["spec"]["scaleTargetRef"].update(
+        deploymentName="graphrunner-worker"
+    ),
+    "string for an integer": lambda d: d["spec"].update(pollingInterval="15"),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(BROKEN_KEDA))
+def test_the_keda_check_rejects_a_broken_scaled_object(breakage: str) -> None:
+    validator = keda_validator()
+    broken = copy.deepcopy(one("ScaledObject", "graphrunner-worker"))
+    validator.validate(broken)
+    BROKEN_KEDA[breakage](broken)
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate(broken)
+
+
+def test_the_keda_check_rejects_a_broken_trigger_authentication() -> None:
+    broken = copy.deepcopy(one("TriggerAuthentication", "graphrunner-redis"))
+    broken["spec"]["secretTargetRef"][0]["secret"] = broken["spec"]["secretTargetRef"][0].pop("name")
+    with pytest.raises(jsonschema.ValidationError):
+        keda_validator().validate(broken)
+
+
+@pytest.mark.parametrize(
+    "item", [i for i in DOCS if i[1]["kind"] not in ("Namespace", "Kustomization")], ids=label
+)
+def test_every_object_is_in_the_graphrunner_namespace(item: tuple[str, Doc]) -> None:
+    assert item[1]["metadata"].get("namespace") == NAMESPACE
+
+
+# -- kustomization -----------------------------------------------------------------------------
+
+
+def kustomization() -> Doc:
+    docs = load(DEPLOY / "kustomization.yaml")
+    assert len(docs) == 1 and docs[0]["kind"] == "Kustomization"
+    return docs[0]
+
+
+def test_kustomization_names_only_files_that_exist() -> None:
+    resources = kustomization()["resources"]
+    assert len(resources) == len(set(resources))
+    assert [r for r in resources if not (DEPLOY / r).is_file()] == []
+
+
+def test_kustomization_lists_every_manifest_but_the_example_and_the_alternative() -> None:
+    resources = set(kustomization()["resources"])
+    expected = {p.name for p in MANIFESTS} - NOT_APPLIED - {"kustomization.yaml"}
+    assert resources == expected
+    assert kustomization()["namespace"] == NAMESPACE
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kubectl_kustomize_builds_the_listed_objects() -> None:
+    """kustomize renders offline (no cluster); every object of the listed files comes out."""
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    rendered = sorted((d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(out) if d)
+    listed = sorted(
+        (d["kind"], d["metadata"]["name"]) for r in kustomization()["resources"] for d in load(DEPLOY / r)
+    )
+    assert rendered == listed
+
+
+# -- the files agree with each other ------------------------------------------------------------
+
+
+def test_the_scaled_object_scales_the_worker_deployment() -> None:
+    target = one("ScaledObject", "graphrunner-worker")["spec"]["scaleTargetRef"]
+    assert target.get("apiVersion", "apps/v1") == "apps/v1"
+    assert target.get("kind", "Deployment") == "Deployment"
+    one("Deployment", target["name"])
+    hpa = one("HorizontalPodAutoscaler", "graphrunner-worker")["spec"]["scaleTargetRef"]
+    assert (hpa["kind"], hpa["name"]) == ("Deployment", target["name"])
+
+
+def test_keda_watches_the_queue_the_workers_consume() -> None:
+    assert (
+        redis_trigger(one("ScaledObject", "graphrunner-worker"))["metadata"]["listName"]
+        == config()["GRAPHRUNNER_QUEUE"]
+    )
+
+
+def test_keda_reads_the_redis_and_database_the_cluster_uses() -> None:
+    trigger = redis_trigger(one("ScaledObject", "graphrunner-worker"))
+    host, port = trigger["metadata"]["address"].rsplit(":", 1)
+    service_name, namespace = host.split(".")[:2]
+    service = one("Service", service_name)
+    assert namespace == service["metadata"]["namespace"] == NAMESPACE
+    assert int(port) in [p["port"] for p in service["spec"]["ports"]]
+    url = urlsplit(example_secret()["stringData"]["GRAPHRUNNER_REDIS_URL"])
+    assert (url.hostname, url.port) == (service_name, int(port))
+    assert trigger["metadata"].get("databaseIndex", "0") == (url.path.strip("/") or "0")
+
+
+def test_keda_authenticates_with_the_redis_password() -> None:
+    trigger = redis_trigger(one("ScaledObject", "graphrunner-worker"))
+    auth = one(
+        trigger["authenticationRef"].get("kind", "TriggerAuthentication"),
+        trigger["authenticationRef"]["name"],
+    )
+    refs = {r["parameter"]: r for r in auth["spec"]["secretTargetRef"]}
+    assert (refs["password"]["name"], refs["password"]["key"]) == ("graphrunner-secrets", "REDIS_PASSWORD")
+    assert "REDIS_PASSWORD" in example_secret()["stringData"]
+    redis_args = container(one("StatefulSet", "redis"), "redis")["args"]
+    assert redis_args[redis_args.index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
+    url = urlsplit(example_secret()["stringData"]["GRAPHRUNNER_REDIS_URL"])
+    assert url.password == example_secret()["stringData"]["REDIS_PASSWORD"]
+
+
+def test_the_worker_grace_period_is_the_configured_stop_grace() -> None:
+    worker = one("Deployment", "graphrunner-worker")
+    assert pod_spec(worker)["terminationGracePeriodSeconds"] == int(config()["GRAPHRUNNER_STOP_GRACE"])
+
+
+def test_workers_roll_out_without_losing_capacity_and_have_no_ports() -> None:
+    worker = one("Deployment", "graphrunner-worker")
+    assert worker["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+    }
+    assert "replicas" not in worker["spec"], "the autoscaler owns the worker count"
+    assert all("ports" not in c for c in containers(worker))
+
+
+def test_worker_probes_outwait_the_ping_timeout() -> None:
+    for probe_name in ("livenessProbe", "readinessProbe"):
+        probe = container(one("Deployment", "graphrunner-worker"), "worker")[probe_name]
+        command = probe["exec"]["command"]
+        assert command[:3] == ["graphrunner", "ping", "--local"]
+        ping_timeout = float(command[command.index("--timeout") + 1])
+        assert probe["timeoutSeconds"] > ping_timeout, probe_name
+
+
+def test_the_worker_keeps_the_name_ping_local_asks_for() -> None:
+    """`ping --local` asks celery@HOSTNAME: the worker must not be renamed with -n/--hostname."""
+    args = container(one("Deployment", "graphrunner-worker"), "worker")["args"]
+    assert not [a for a in args if a in ("-n", "--hostname") or a.startswith(("-n", "--hostname="))]
+
+
+def test_one_beat_never_two() -> None:
+    beat = one("Deployment", "graphrunner-beat")
+    assert beat["spec"]["replicas"] == 1
+    assert beat["spec"]["strategy"] == {"type": "Recreate"}
+
+
+@pytest.mark.parametrize("workload", workloads(), ids=lambda w: w["metadata"]["name"])
+def test_every_pod_runs_as_non_root_without_privilege_escalation(workload: Doc) -> None:
+    pod_context = pod_spec(workload).get("securityContext", {})
+    for c in containers(workload):
+        context = c.get("securityContext", {})
+        assert context.get("runAsNonRoot", pod_context.get("runAsNonRoot")) is True, c["name"]
+        assert context.get("allowPrivilegeEscalation") is False, c["name"]
+        assert context.get("privileged", False) is False, c["name"]
+
+
+@pytest.mark.parametrize("workload", workloads(), ids=lambda w: w["metadata"]["name"])
+def test_every_selector_matches_its_pods(workload: Doc) -> None:
+    selector = workload["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= pod_labels(workload).items()
+
+
+def referenced(workload: Doc) -> Iterator[tuple[str, str, str | None]]:
+    """(kind, name, key or None) of every ConfigMap and Secret a workload's containers read."""
+    for c in containers(workload):
+        for source in c.get("envFrom", []):
+            if "configMapRef" in source:
+                yield "ConfigMap", source["configMapRef"]["name"], None
+            if "secretRef" in source:
+                yield "Secret", source["secretRef"]["name"], None
+        for var in c.get("env", []):
+            ref = var.get("valueFrom", {})
+            if "configMapKeyRef" in ref:
+                yield "ConfigMap", ref["configMapKeyRef"]["name"], ref["configMapKeyRef"]["key"]
+            if "secretKeyRef" in ref:
+                yield "Secret", ref["secretKeyRef"]["name"], ref["secretKeyRef"]["key"]
+
+
+@pytest.mark.parametrize("workload", workloads(), ids=lambda w: w["metadata"]["name"])
+def test_every_config_map_and_secret_referenced_exists(workload: Doc) -> None:
+    for kind, name, key in referenced(workload):
+        source = one(kind, name)
+        if key is not None:
+            assert key in source.get("data", {}) | source.get("stringData", {}), f"{kind} {name} has no {key}"
+
+
+def test_keda_reads_a_secret_that_exists() -> None:
+    for ref in one("TriggerAuthentication", "graphrunner-redis")["spec"]["secretTargetRef"]:
+        assert ref["key"] in one("Secret", ref["name"])["stringData"]
+
+
+def test_flower_gets_its_login_from_the_secret() -> None:
+    flower = container(one("Deployment", "graphrunner-flower"), "flower")
+    from_env = [
+        v["valueFrom"]["secretKeyRef"]
+        for v in flower.get("env", [])
+        if v["name"] == "FLOWER_BASIC_AUTH" and "secretKeyRef" in v.get("valueFrom", {})
+    ]
+    from_env_from = [s["secretRef"]["name"] for s in flower.get("envFrom", []) if "secretRef" in s]
+    assert from_env or from_env_from
+    for ref in from_env:
+        assert ref["key"] in one("Secret", ref["name"])["stringData"]
+    for name in from_env_from:
+        assert "FLOWER_BASIC_AUTH" in one("Secret", name)["stringData"]
+    assert [v for v in flower.get("env", []) if v["name"] == "FLOWER_BASIC_AUTH" and "value" in v] == []
+
+
+def test_flower_probes_its_unauthenticated_health_endpoint_on_its_port() -> None:
+    flower = container(one("Deployment", "graphrunner-flower"), "flower")
+    assert "--port=5555" in flower["args"]
+    for probe_name in ("livenessProbe", "readinessProbe"):
+        assert flower[probe_name]["httpGet"] == {"path": "/healthcheck", "port": 5555}
+    service = one("Service", "graphrunner-flower")
+    assert service["spec"]["type"] == "ClusterIP"
+    assert [p["port"] for p in service["spec"]["ports"]] == [5555]
+
+
+@pytest.mark.parametrize("service", objects("Service"), ids=lambda s: s["metadata"]["name"])
+def test_every_service_selects_pods_that_exist(service: Doc) -> None:
+    selector = service["spec"]["selector"].items()
+    assert [w for w in workloads() if selector <= pod_labels(w).items()]
+
+
+def test_the_disruption_budget_covers_the_workers() -> None:
+    budget = one("PodDisruptionBudget", "graphrunner-worker")["spec"]
+    assert budget["maxUnavailable"] == 1
+    assert (
+        budget["selector"]["matchLabels"].items()
+        <= pod_labels(one("Deployment", "graphrunner-worker")).items()
+    )
+    others = [w for w in workloads() if w["metadata"]["name"] != "graphrunner-worker"]
+    assert not [w for w in others if budget["selector"]["matchLabels"].items() <= pod_labels(w).items()]
+
+
+def test_redis_never_evicts_and_keeps_an_append_only_file() -> None:
+    args = container(one("StatefulSet", "redis"), "redis")["args"]
+    options = dict(zip(args[1::2], args[2::2], strict=False)) if args[0] == "redis-server" else {}
+    assert options.get("--maxmemory-policy") == "noeviction"
+    assert options.get("--appendonly") == "yes"
+    assert options.get("--appendfsync") == "everysec"
+
+
+def test_no_secret_but_the_example_and_it_holds_only_placeholders() -> None:
+    secrets = [(file, doc) for file, doc in DOCS if doc["kind"] == "Secret"]
+    assert [file for file, _ in secrets] == ["secret.example.yaml"]
+    secret = example_secret()
+    assert "data" not in secret, "base64 `data` could hide a real value: use stringData placeholders"
+    for key, value in secret["stringData"].items():
+        assert PLACEHOLDER in value, f"{key} is not a placeholder"
+        assert value.replace(PLACEHOLDER, "") in ("", "ops:", "redis://:@redis:6379/0"), key
+
+
+def test_the_graphrunner_containers_run_one_image() -> None:
+    images = {c["image"] for w in workloads() for c in containers(w) if c["name"] != "redis"}
+    assert images == {"graphrunner-worker:0.1.0"}
+
+
+def test_the_pods_run_as_the_image_user_and_the_args_replace_its_command() -> None:
+    """workers/Dockerfile: USER is the pods' runAsUser; no ENTRYPOINT, so `args` is the whole command."""
+    from dockerfile_parse import DockerfileParser
+
+    instructions = DockerfileParser(path=str(ROOT / "workers" / "Dockerfile")).structure
+    users = [i["value"] for i in instructions if i["instruction"] == "USER"]
+    assert [i for i in instructions if i["instruction"] == "ENTRYPOINT"] == []
+    for workload in workloads():
+        if {c["image"] for c in containers(workload)} == {"graphrunner-worker:0.1.0"}:
+            assert pod_spec(workload)["securityContext"]["runAsUser"] == int(users[-1])
+            assert all(c["args"][0] == "graphrunner" for c in containers(workload))
+
+
+def test_the_readme_describes_every_manifest() -> None:
+    readme = (DEPLOY / "README.md").read_text()
+    assert [p.name for p in MANIFESTS if f"`{p.name}`" not in readme] == []
+
+
+# -- the commands are real graphrunner commands -------------------------------------------------
+
+
+def graphrunner_commands() -> list[list[str]]:
+    """Every `graphrunner ...` command line in the manifests: container args and exec probes."""
+    found = []
+    for workload in workloads():
+        for c in containers(workload):
+            lines = [c.get("command", []) + c.get("args", [])]
+            lines += [
+                c[p]["exec"]["command"]
+                for p in ("livenessProbe", "readinessProbe", "startupProbe")
+                if "exec" in c.get(p, {})
+            ]
+            found += [line for line in lines if line[:1] == ["graphrunner"]]
+    return found
+
+
+SUBCOMMANDS = sorted({line[1] for line in graphrunner_commands()})
+
+
+def test_the_manifests_run_the_expected_subcommands() -> None:
+    assert SUBCOMMANDS == ["beat", "flower", "ping", "worker"]
+
+
+def known_options(subcommand: str) -> set[str]:
+    """The options `graphrunner <subcommand>` takes: its own, or Celery's and Flower's it passes on."""
+    from celery.bin.worker import worker as celery_worker
+    from flower.options import options as flower_options
+
+    from graphrunner.cli import main
+
+    if subcommand == "worker":
+        return {opt for p in celery_worker.params for opt in p.opts}
+    if subcommand == "flower":
+        return {f"--{name}" for name in flower_options._options}
+    return {opt for p in main.commands[subcommand].params for opt in p.opts}
+
+
+@pytest.mark.parametrize("subcommand", SUBCOMMANDS)
+def test_every_subcommand_the_manifests_run_exists_and_takes_their_options(subcommand: str) -> None:
+    """`graphrunner <subcommand> --help` exits 0, and every --option the manifests pass it is known."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHRUNNER_", "FLOWER_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "graphrunner", subcommand, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    known = known_options(subcommand)
+    for line in graphrunner_commands():
+        if line[1] == subcommand:
+            used = [arg.split("=", 1)[0] for arg in line[2:] if arg.startswith("--")]
+            assert [opt for opt in used if opt not in known] == [], line
