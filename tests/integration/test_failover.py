@@ -37,13 +37,6 @@ FAST = {
 }
 
 
-@pytest.fixture
-def private_redis() -> Iterator[EmbeddedRedis]:
-    """A Redis of this test's own, so no other worker takes its messages."""
-    with EmbeddedRedis() as server:
-        yield server
-
-
 def env_for(worker_env: dict[str, Any], url: str, **extra: str) -> dict[str, Any]:
     return {**worker_env, "GRAPHRUNNER_REDIS_URL": url, **FAST, **extra}
 

@@ -105,13 +105,6 @@ def wait_watching(handle: RunHandle, timeout: float) -> tuple[RunResult, list[di
     raise TimeoutError(f"run {handle.id} did not finish within {timeout}s")
 
 
-@pytest.fixture
-def private_redis() -> Iterator[EmbeddedRedis]:
-    """A Redis of this test's own, so no other worker takes its messages."""
-    with EmbeddedRedis() as server:
-        yield server
-
-
 @pytest.fixture(scope="module")
 def wide_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
     """A private Redis and a worker process of 4 pool processes: room for more items than max_concurrency.

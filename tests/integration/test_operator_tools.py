@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +27,6 @@ ECHO = """
       a: {action: {tool: echo, params: {x: 1}}, next: done}
       done: {type: return}
 """
-
-
-@pytest.fixture
-def private_redis() -> Iterator[EmbeddedRedis]:
-    with EmbeddedRedis() as server:
-        yield server
 
 
 @pytest.fixture

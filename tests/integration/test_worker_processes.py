@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from worker_procs import WorkerProcess
 
 from graphrunner import parse_graph
 from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
-
-
-@pytest.fixture
-def private_redis() -> Iterator[EmbeddedRedis]:
-    """A Redis of this test's own, so no other worker takes its messages."""
-    with EmbeddedRedis() as server:
-        yield server
 
 
 def start_workers(count: int, env: dict[str, Any], tmp_path: Path, **kwargs: Any) -> list[WorkerProcess]:
