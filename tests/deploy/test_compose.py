@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import subprocess
+import sys
 from importlib.resources import files
 from typing import Any
 
@@ -50,7 +51,7 @@ def test_the_schema_check_can_fail() -> None:
 
 def test_check_jsonschema_cli_accepts_the_file() -> None:
     result = subprocess.run(
-        ["check-jsonschema", "--builtin-schema", "vendor.compose-spec", str(COMPOSE)],
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec", str(COMPOSE)],
         capture_output=True,
         text=True,
         cwd=ROOT,
