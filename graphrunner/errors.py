@@ -24,6 +24,10 @@ class StoreUnavailable(GraphrunnerError):
     """Redis could not be reached within the retry budget."""
 
 
+class BrokerUnavailable(GraphrunnerError):
+    """The broker refused a message or could not be reached (what was not sent stays in the outbox)."""
+
+
 class BadMessage(GraphrunnerError):
     """A message on the queue that is not a valid graphrunner task message."""
 

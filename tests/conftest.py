@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from rabbitmq_node import RabbitMQNode, RabbitMQUnavailable
 
 from graphrunner import Graph, RunResult, parse_graph
 from graphrunner.client import Client
@@ -46,6 +47,22 @@ def private_redis() -> Iterator[EmbeddedRedis]:
     """A Redis of this test's own, so no other worker takes its messages."""
     with EmbeddedRedis() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def rabbitmq() -> Iterator[RabbitMQNode]:
+    """A private RabbitMQ node (tests/rabbitmq_node.py); fails, never skips, when it cannot start.
+
+    Tests that use it carry the `rabbitmq` marker: `pytest -m "not rabbitmq"` deselects them.
+    """
+    try:
+        node = RabbitMQNode().__enter__()
+    except RabbitMQUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield node
+    finally:
+        node.stop()
 
 
 @pytest.fixture(scope="session")

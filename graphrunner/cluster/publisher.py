@@ -27,6 +27,7 @@ from graphrunner.cluster.envelope import Envelope
 from graphrunner.cluster.messages import ITEM_TASK, STEP_TASK, Outgoing
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot
+from graphrunner.errors import BrokerUnavailable
 from graphrunner.settings import Settings
 from graphrunner.store import Send, Store
 from graphrunner.store.memory_store import MemoryStore
@@ -148,11 +149,22 @@ class Publisher:
         return len(pending)
 
     def publish(self, send: Send) -> None:
-        """Put one encoded message on the broker (outside a commit)."""
+        """Put one encoded message on the broker (outside a commit); raises `BrokerUnavailable`
+        naming the broker when it refuses the login or cannot be reached."""
         if self.broker is not None:
             self.broker.push(send.queue, send.body)
             return
-        self._signature(self.app, Outgoing.model_validate_json(send.body)).apply_async()
+        try:
+            self._signature(self.app, Outgoing.model_validate_json(send.body)).apply_async()
+        except Exception as exc:  # kombu/amqp raise their own trees: refused login, lost connection
+            from kombu.utils.url import maybe_sanitize_url
+
+            broker = maybe_sanitize_url(self.settings.broker or "")
+            raise BrokerUnavailable(
+                f"the broker {broker} (GRAPHRUNNER_BROKER_URL) did not take a message: "
+                f"{type(exc).__name__}: {exc}; it stays in the run's outbox and the sweeper "
+                "sends it once the broker takes it"
+            ) from exc
 
     def pump(self, now: float, limit: int = 100) -> int:
         """Move durable timers due by `now` onto their queues; how many were moved."""

@@ -19,10 +19,15 @@ ROOT = HERE.parents[1]
 @pytest.fixture
 def worker_env(redis_server: EmbeddedRedis) -> dict[str, Any]:
     """The environment of a worker process: this Redis, and the tests' helper modules importable."""
+    return process_env(redis_server.url)
+
+
+def process_env(redis_url: str) -> dict[str, Any]:
+    """The environment of a worker process for `redis_url` (see `worker_env`)."""
     path = os.pathsep.join([str(HERE), str(ROOT / "tests" / "unit"), os.environ.get("PYTHONPATH", "")])
     return {
         **os.environ,
-        "GRAPHRUNNER_REDIS_URL": redis_server.url,
+        "GRAPHRUNNER_REDIS_URL": redis_url,
         "PYTHONPATH": path,
         "GRAPHRUNNER_QUIET": "1",
         "PYTHONUNBUFFERED": "1",
