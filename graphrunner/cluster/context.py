@@ -46,6 +46,7 @@ class Cluster:
         """
         if not settings.redis_url:
             raise ConfigurationError("GRAPHRUNNER_REDIS_URL is not set")
+        check_store_url(settings.redis_url)
         direct = settings.broker_url in (None, "", settings.redis_url)
         store = RedisStore.from_url(
             settings.redis_url,
@@ -105,3 +106,20 @@ class Cluster:
         """Release the connections."""
         self.publisher.close()
         self.store.close()
+
+
+STORE_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def check_store_url(url: str) -> None:
+    """Raise `ConfigurationError` naming GRAPHRUNNER_REDIS_URL for a URL the store cannot use."""
+    if url.startswith("redis+cluster://"):
+        raise ConfigurationError(
+            "GRAPHRUNNER_REDIS_URL names a Redis Cluster (redis+cluster://): a Redis Cluster as the "
+            "state store is not supported yet; use a single Redis (redis:// or rediss://)"
+        )
+    if not url.startswith(STORE_SCHEMES):
+        scheme = url.split("://", 1)[0] if "://" in url else url[:20]
+        raise ConfigurationError(
+            f"GRAPHRUNNER_REDIS_URL must start with redis://, rediss:// or unix://, not {scheme!r}"
+        )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 
+from graphrunner.cluster.context import check_store_url
 from graphrunner.errors import ConfigurationError, GraphrunnerError
 from graphrunner.settings import Settings
 
@@ -21,6 +22,7 @@ def check_worker(settings: Settings, celery_args: Sequence[str]) -> None:
             "GRAPHRUNNER_REDIS_URL is not set: a worker needs the Redis the cluster uses "
             "(e.g. redis://localhost:6379/0)"
         )
+    check_store_url(settings.redis_url)
     if settings.visibility_timeout < MIN_VISIBILITY:
         raise ConfigurationError(
             f"GRAPHRUNNER_VISIBILITY_TIMEOUT is {settings.visibility_timeout}s: it must be at least "

@@ -4,6 +4,7 @@ tool plugins that do not load."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -167,3 +168,15 @@ def test_a_tool_plugin_that_does_not_load_is_named(monkeypatch: pytest.MonkeyPat
     message = str(refused.value)
     assert "tool plugin team = no_such_team_module:Tool (entry point group graphrunner.tools)" in message
     assert "ModuleNotFoundError" in message
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("redis+cluster://127.0.0.1:7000/0", "a Redis Cluster as the state store is not supported yet"),
+        ("amqp://guest@localhost//", "must start with redis://, rediss:// or unix://, not 'amqp'"),
+    ],
+)
+def test_worker_refuses_a_store_url_it_cannot_use(url: str, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        check_worker(Settings(redis_url=url), [])
