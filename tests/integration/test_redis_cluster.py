@@ -47,28 +47,25 @@ def test_a_cluster_url_is_refused_by_name(redis_cluster: RedisCluster) -> None:
 def test_a_worker_refuses_a_cluster_url_before_it_starts(
     redis_cluster: RedisCluster, worker_env: dict[str, Any]
 ) -> None:
-    env = {**worker_env, "GRAPHRUNNER_REDIS_URL": redis_cluster.url}
-    result = subprocess.run(
-        [sys.executable, "-m", "graphrunner", "worker"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = start_worker(worker_env, redis_cluster.url)
     assert result.returncode == 2, result.stderr
     assert "a Redis Cluster as the state store is not supported yet" in result.stderr
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:6379/0", "localhost:6379"])
 def test_a_url_of_another_kind_is_refused_by_name(url: str, worker_env: dict[str, Any]) -> None:
-    result = subprocess.run(
+    result = start_worker(worker_env, url)
+    assert result.returncode == 2, result.stderr
+    assert "GRAPHRUNNER_REDIS_URL must start with redis://, rediss:// or unix://" in result.stderr
+
+
+def start_worker(env: dict[str, Any], redis_url: str) -> subprocess.CompletedProcess[str]:
+    """`graphrunner worker` with GRAPHRUNNER_REDIS_URL=`redis_url` (it is expected to refuse)."""
+    return subprocess.run(
         [sys.executable, "-m", "graphrunner", "worker"],
-        env={**worker_env, "GRAPHRUNNER_REDIS_URL": url},
+        env={**env, "GRAPHRUNNER_REDIS_URL": redis_url},
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    assert result.returncode == 2, result.stderr
-    assert "GRAPHRUNNER_REDIS_URL must start with redis://, rediss:// or unix://" in result.stderr
