@@ -7,7 +7,8 @@ import sys
 import click
 
 from graphrunner.cli.common import USAGE_ERROR, fail
-from graphrunner.cli.worker import OWN_HELP, broker_settings
+from graphrunner.cli.connect import cluster_settings
+from graphrunner.cli.worker import OWN_HELP
 
 
 @click.command("flower", context_settings=OWN_HELP)
@@ -37,7 +38,7 @@ def flower(no_auth: bool, flower_args: tuple[str, ...]) -> None:
     if no_auth:
         click.echo("warning: Flower runs without authentication (--no-auth), on 127.0.0.1 only", err=True)
     guard_every_path()
-    create_app(broker_settings()).start(["flower", *args])
+    create_app(cluster_settings()).start(["flower", *args])
 
 
 def _help_with_flower_options() -> None:

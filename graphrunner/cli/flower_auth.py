@@ -76,9 +76,9 @@ def _guarded(original: Any) -> Any:
         from tornado.web import HTTPError
 
         kind = type(handler)
-        if kind.__name__ in OPEN_HANDLERS or kind.__module__ in OPEN_MODULES:
-            return original(handler)
-        if not handler.current_user and not _oauth_page(handler):  # basic auth raises 401 itself
+        open_path = kind.__name__ in OPEN_HANDLERS or kind.__module__ in OPEN_MODULES
+        # basic auth raises 401 itself for wrong credentials; OAuth pages redirect to the login
+        if not open_path and not handler.current_user and not _oauth_page(handler):
             raise HTTPError(401)
         return original(handler)
 

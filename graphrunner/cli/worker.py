@@ -9,23 +9,13 @@ from typing import Any
 
 import click
 
-from graphrunner.cli.common import USAGE_ERROR, fail, load_settings
+from graphrunner.cli.common import USAGE_ERROR, fail
+from graphrunner.cli.connect import cluster_settings
 from graphrunner.errors import ConfigurationError
 from graphrunner.settings import Settings
 
 PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["--help"]}
 OWN_HELP = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
-
-
-def broker_settings() -> Settings:
-    """The settings from the environment; exits 2 when no Redis is configured."""
-    settings = load_settings()
-    if not settings.redis_url:
-        fail(
-            "GRAPHRUNNER_REDIS_URL is not set: point it at the Redis the cluster uses (e.g. redis://localhost:6379/0)",
-            USAGE_ERROR,
-        )
-    return settings
 
 
 @click.command("worker", context_settings=OWN_HELP)
@@ -42,7 +32,7 @@ def worker(celery_args: tuple[str, ...]) -> None:
     """
     if "-h" in celery_args or "--help" in celery_args:
         _help_with_celery_options()
-    settings = broker_settings()
+    settings = cluster_settings()
     from graphrunner.cluster.preflight import check_stop_grace, check_worker
 
     try:
@@ -94,7 +84,7 @@ def beat() -> None:
     from graphrunner.cluster.context import Cluster
     from graphrunner.cluster.housekeeping import Housekeeper
 
-    cluster = Cluster.connect(broker_settings())  # no worker: nothing here takes steps
+    cluster = Cluster.connect(cluster_settings())  # no worker: nothing here takes steps
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -9,7 +9,6 @@ by the commit script.
 
 from __future__ import annotations
 
-import os
 import textwrap
 import time
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ from typing import Any
 import pytest
 from rabbitmq_node import RabbitMQNode
 from support import uid
-from worker_procs import WorkerProcess
+from worker_procs import WorkerProcess, process_env
 
 from graphrunner import load_graph
 from graphrunner.client import Client
@@ -77,18 +76,11 @@ def deployment(
     node: RabbitMQNode | None = request.getfixturevalue("rabbitmq") if broker == "amqp" else None
     with EmbeddedRedis() as redis:
         logs = tmp_path_factory.mktemp(f"workers-{broker}")
-        deployed = Deployment(broker, redis, node.url if node else None, worker_env(redis), logs)
+        deployed = Deployment(broker, redis, node.url if node else None, process_env(redis.url), logs)
         try:
             yield deployed
         finally:
             deployed.close()
-
-
-def worker_env(redis: EmbeddedRedis) -> dict[str, Any]:
-    """The environment tests/integration/conftest.py gives worker processes, for `redis`."""
-    here = Path(__file__).resolve().parent
-    path = os.pathsep.join([str(here), str(here.parent / "unit"), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "GRAPHRUNNER_REDIS_URL": redis.url, "PYTHONPATH": path, "GRAPHRUNNER_QUIET": "1"}
 
 
 @pytest.fixture

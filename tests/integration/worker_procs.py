@@ -17,6 +17,21 @@ from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.settings import Settings
 
+HERE = Path(__file__).resolve().parent
+
+
+def process_env(redis_url: str) -> dict[str, Any]:
+    """The environment of a worker process for `redis_url` (the `worker_env` fixture's): that Redis, the tests' helper modules importable."""
+    path = os.pathsep.join([str(HERE), str(HERE.parent / "unit"), os.environ.get("PYTHONPATH", "")])
+    return {
+        **os.environ,
+        "GRAPHRUNNER_REDIS_URL": redis_url,
+        "PYTHONPATH": path,
+        "GRAPHRUNNER_QUIET": "1",
+        "PYTHONUNBUFFERED": "1",
+        "EXECUTABLE": sys.executable,
+    }
+
 
 class WorkerProcess:
     """`python -m graphrunner worker` started in a new session, its log in a file."""
