@@ -13,7 +13,7 @@ import redis
 from benchmarks import baseline, graphs
 from graphrunner.client import Client
 from graphrunner.settings import Settings
-from graphrunner.store import keys
+from graphrunner.store.keys import KeySpace
 
 POLL_SECONDS = 0.05
 FINISHED = {"completed", "completed_with_errors", "failed", "cancelled", "paused"}
@@ -110,7 +110,7 @@ class GraphDriver:
     def _wait(self, run_id: str, steps: int, deadline: float) -> float:
         """The commit time of the run's last step, once the run has finished."""
         while time.monotonic() < deadline:
-            status, step, updated = self.poll.hmget(keys.run(run_id), "status", "step", "updated_at")
+            status, step, updated = self.poll.hmget(KeySpace().run(run_id), "status", "step", "updated_at")
             if status in FINISHED:
                 _check_run(run_id, status, step, steps)
                 return int(str(updated)) / 1000

@@ -32,7 +32,7 @@ from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.graph import Graph
 from graphrunner.settings import Settings
-from graphrunner.store import keys
+from graphrunner.store.keys import KeySpace
 
 TARGET_P50_MS = 5.0  # DESIGN §9: a 3-node graph on a warm cluster, submit to result, median
 PERCENTILES = (50, 90, 99)
@@ -107,7 +107,7 @@ class LatencyDriver:
 
     def _committed_ms(self, run_id: str) -> int:
         """The run's final commit time: `updated_at` of its record (epoch ms, worker's clock)."""
-        return int(self.poll.hget(keys.run(run_id), "updated_at") or 0)
+        return int(self.poll.hget(KeySpace().run(run_id), "updated_at") or 0)
 
     def close(self) -> None:
         """Release the driver's connections."""

@@ -32,7 +32,7 @@ from graphrunner.embedded import EmbeddedRedis
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.settings import Settings
 from graphrunner.store import Fence, RedisStore, RunPage
-from graphrunner.store import keys as store_keys
+from graphrunner.store.keys import KeySpace
 
 GRAPHS = ("bench/orders", "bench/invoices", "bench/emails", "bench/reports")
 # out of every 20 runs: how many end in each status (running runs have only been created)
@@ -112,8 +112,8 @@ def populate(url: str, count: int, loaders: int) -> float:
 def queries(client: Client, total: int) -> list[Query]:
     """The timed queries for one set: filters, a window of 10% of the creation span, deep pages."""
     redis = client.store.redis
-    oldest = int(redis.zrange(store_keys.index_all(), 0, 0, withscores=True)[0][1])
-    newest = int(redis.zrange(store_keys.index_all(), -1, -1, withscores=True)[0][1])
+    oldest = int(redis.zrange(KeySpace().shards[0].index_all(), 0, 0, withscores=True)[0][1])
+    newest = int(redis.zrange(KeySpace().shards[0].index_all(), -1, -1, withscores=True)[0][1])
     span = max(1, newest - oldest)
     since, until = oldest + span * 45 // 100, oldest + span * 55 // 100 + 1
     deep = total * 9 // 10

@@ -50,7 +50,7 @@ from graphrunner.cluster.messages import StepMessage
 from graphrunner.cluster.worker import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.settings import Settings
-from graphrunner.store import keys
+from graphrunner.store.keys import KeySpace
 
 Step = Callable[[int], None]
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -124,7 +124,7 @@ def baseline_steps(url: str, total: int, events: bool) -> Step:
 
 def record_bytes(client: redis.Redis, run_id: str) -> int:
     """Bytes of the run's stored record (every field name and value of its hash)."""
-    fields = client.hgetall(keys.run(run_id))
+    fields = client.hgetall(KeySpace().run(run_id))
     return sum(len(str(k)) + len(str(v)) for k, v in fields.items())
 
 

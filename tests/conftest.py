@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from rabbitmq_node import RabbitMQNode, RabbitMQUnavailable
+from redis_cluster import RedisCluster
 
 from graphrunner import Graph, RunResult, parse_graph
 from graphrunner.client import Client
@@ -40,6 +41,13 @@ def run_yaml(graph_of: Callable[[str], Graph]) -> Callable[..., RunResult]:
         return graph_of(text).invoke_sync(inputs, **kwargs)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """A private Redis Cluster of three masters (tests/redis_cluster.py), shared by the session."""
+    with RedisCluster(masters=3) as cluster:
+        yield cluster
 
 
 @pytest.fixture

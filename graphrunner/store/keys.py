@@ -1,70 +1,136 @@
 """Every Redis key graphrunner uses, built here and nowhere else.
 
-The keys of one run share the hash tag `{run_id}`, so a run lives on one Redis Cluster
-slot and its Lua scripts touch one slot only. Indexes and graph definitions are global.
+A run's keys and the shared structures its commit writes (run indexes, the sweeper's
+progress deadlines, durable timers) live in one *shard*, so the Lua script that commits a
+step touches one Redis Cluster slot. On one Redis there is a single shard and the keys are
+`gr:run:{<run_id>}...` and `gr:idx:...`. On a Redis Cluster there are `shards` shards
+(GRAPHRUNNER_CLUSTER_SHARDS); a run belongs to the shard its id hashes to, and every key of
+the shard starts `gr:{<tag>}:`, where `<tag>` is a short string chosen so that the shards'
+slots are spread evenly over the 16,384 slots (and so over the masters). Listing, the
+sweeper and the timer pump read every shard; `RunIndex` says what merging them costs.
+
+Graph definitions, cached results, concurrency keys and the sweeper's lock are global keys.
 """
 
 from __future__ import annotations
 
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
 PREFIX = "gr"
 
 
-def run(run_id: str) -> str:
-    """Hash: the run record (snapshot, state, status, step, timestamps)."""
-    return f"{PREFIX}:run:{{{run_id}}}"
+@dataclass(frozen=True)
+class Shard:
+    """The structures runs of one shard share; `base` is `gr` (one Redis) or `gr:{<tag>}`."""
+
+    base: str
+
+    def index_all(self) -> str:
+        """Sorted set: every run id, scored by creation time (ms)."""
+        return f"{self.base}:idx:runs"
+
+    def index_graph(self, graph_id: str) -> str:
+        """Sorted set: the runs of one graph id, scored by creation time (ms)."""
+        return f"{self.base}:idx:graph:{graph_id}"
+
+    def index_status(self, status: str) -> str:
+        """Sorted set: the runs in one status, scored by creation time (ms)."""
+        return f"{self.base}:idx:status:{status}"
+
+    def index_graph_status(self, graph_id: str, status: str) -> str:
+        """Sorted set: the runs of one graph id in one status, scored by creation time (ms).
+
+        The status comes first: statuses hold no `:`, so no graph id can make two keys collide.
+        """
+        return f"{self.base}:idx:status:{status}:graph:{graph_id}"
+
+    def index_expiry(self) -> str:
+        """Sorted set: finished runs by the time (ms) their keys expire; members `[run_id, graph_id]`."""
+        return f"{self.base}:idx:expiry"
+
+    def progress(self) -> str:
+        """Sorted set: running runs by the time (ms) the sweeper should look at them if nothing happens."""
+        return f"{self.base}:idx:progress"
+
+    def timers(self) -> str:
+        """Sorted set: durable timers (message tags) by the time (ms) they come due."""
+        return f"{self.base}:timers"
+
+    def timer_bodies(self) -> str:
+        """Hash: a durable timer's message by its tag, as `<queue>\\n<body>`."""
+        return f"{self.base}:timers:bodies"
 
 
-def steps(run_id: str) -> str:
-    """Stream: the run's transcript, one entry per committed step (field `r`, JSON)."""
-    return f"{PREFIX}:run:{{{run_id}}}:steps"
+class KeySpace:
+    """The key layout of one store: one shard on one Redis, `shards` shards on a Redis Cluster."""
+
+    def __init__(self, shards: int = 0) -> None:
+        if shards < 0:
+            raise ValueError(f"shards must be 0 (one Redis) or more, got {shards}")
+        self.clustered = shards > 0
+        bases = [f"{PREFIX}:{{{tag}}}" for tag in shard_tags(shards)] if shards else [PREFIX]
+        self.shards: tuple[Shard, ...] = tuple(Shard(base) for base in bases)
+
+    def shard(self, run_id: str) -> Shard:
+        """The shard run `run_id` belongs to."""
+        if not self.clustered:
+            return self.shards[0]
+        return self.shards[zlib.crc32(run_id.encode()) % len(self.shards)]
+
+    def _run_base(self, run_id: str) -> str:
+        if not self.clustered:
+            return f"{PREFIX}:run:{{{run_id}}}"
+        return f"{self.shard(run_id).base}:run:{run_id}"
+
+    def run(self, run_id: str) -> str:
+        """Hash: the run record (snapshot, state, status, step, timestamps)."""
+        return self._run_base(run_id)
+
+    def steps(self, run_id: str) -> str:
+        """Stream: the run's transcript, one entry per committed step (field `r`, JSON)."""
+        return f"{self._run_base(run_id)}:steps"
+
+    def path(self, run_id: str) -> str:
+        """List: the executed node names in order, one pushed per committed step."""
+        return f"{self._run_base(run_id)}:path"
+
+    def outbox(self, run_id: str) -> str:
+        """List: messages a commit sent that are still to be published (broker other than this Redis)."""
+        return f"{self._run_base(run_id)}:outbox"
+
+    def items(self, run_id: str, tag: str) -> str:
+        """Hash: the results of one foreach's items by index (`tag` is `step.phase` of its start)."""
+        return f"{self._run_base(run_id)}:items:{tag}"
+
+    def dead_letters(self) -> str:
+        """List: messages workers refused (newest first), capped; JSON records."""
+        return f"{PREFIX}:{{dead}}" if self.clustered else f"{PREFIX}:dead"
+
+    def dead_count(self) -> str:
+        """String: how many messages workers have refused, ever (on the dead letters' slot)."""
+        return f"{self.dead_letters()}:count"
 
 
-def path(run_id: str) -> str:
-    """List: the executed node names in order, one pushed per committed step."""
-    return f"{PREFIX}:run:{{{run_id}}}:path"
-
-
-def outbox(run_id: str) -> str:
-    """List: messages a commit sent that are still to be published (broker other than this Redis)."""
-    return f"{PREFIX}:run:{{{run_id}}}:outbox"
+@lru_cache(maxsize=8)
+def shard_tags(count: int) -> tuple[str, ...]:
+    """`count` hash tags, the i-th on a slot in the i-th of `count` equal slot ranges."""
+    tags = []
+    for i in range(count):
+        low, high = i * REDIS_CLUSTER_HASH_SLOTS // count, (i + 1) * REDIS_CLUSTER_HASH_SLOTS // count
+        n = 0
+        while not low <= key_slot(f"{i}.{n}".encode()) < high:
+            n += 1
+        tags.append(f"{i}.{n}")
+    return tuple(tags)
 
 
 def graph(content_hash: str) -> str:
     """String: a graph definition (JSON `{text, file, id}`), stored once per content hash."""
     return f"{PREFIX}:graph:{content_hash}"
-
-
-def index_all() -> str:
-    """Sorted set: every run id, scored by creation time (ms)."""
-    return f"{PREFIX}:idx:runs"
-
-
-def index_graph(graph_id: str) -> str:
-    """Sorted set: the runs of one graph id, scored by creation time (ms)."""
-    return f"{PREFIX}:idx:graph:{graph_id}"
-
-
-def index_status(status: str) -> str:
-    """Sorted set: the runs in one status, scored by creation time (ms)."""
-    return f"{PREFIX}:idx:status:{status}"
-
-
-def index_graph_status(graph_id: str, status: str) -> str:
-    """Sorted set: the runs of one graph id in one status, scored by creation time (ms).
-
-    The status comes first: statuses hold no `:`, so no graph id can make two keys collide.
-    """
-    return f"{PREFIX}:idx:status:{status}:graph:{graph_id}"
-
-
-def index_expiry() -> str:
-    """Sorted set: finished runs by the time (ms) their keys expire; members `[run_id, graph_id]`."""
-    return f"{PREFIX}:idx:expiry"
-
-
-def items(run_id: str, tag: str) -> str:
-    """Hash: the results of one foreach's items by index (`tag` is `step.phase` of its start)."""
-    return f"{PREFIX}:run:{{{run_id}}}:items:{tag}"
 
 
 def cache(digest: str) -> str:
@@ -87,31 +153,11 @@ def sweep_lock() -> str:
     return f"{PREFIX}:lock:sweep"
 
 
-def progress() -> str:
-    """Sorted set: running runs by the time (ms) the sweeper should look at them if nothing happens."""
-    return f"{PREFIX}:idx:progress"
-
-
-def timers() -> str:
-    """Sorted set: durable timers (message tags) by the time (ms) they come due."""
-    return f"{PREFIX}:timers"
-
-
-def timer_bodies() -> str:
-    """Hash: a durable timer's message by its tag, as `<queue>\\n<body>`."""
-    return f"{PREFIX}:timers:bodies"
-
-
 def last_sweep() -> str:
     """String: when (ms) the last sweeper pass ended."""
     return f"{PREFIX}:sweep:last"
 
 
-def dead_letters() -> str:
-    """List: messages workers refused (newest first), capped; JSON records."""
-    return f"{PREFIX}:dead"
-
-
-def dead_count() -> str:
-    """String: how many messages workers have refused, ever."""
-    return f"{PREFIX}:dead:count"
+def layout() -> str:
+    """String: the number of shards the runs of a Redis Cluster were written with."""
+    return f"{PREFIX}:layout:shards"

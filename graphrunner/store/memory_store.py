@@ -288,8 +288,8 @@ class MemoryStore(MemoryAux):
             body = self._bodies.get(tag)
             return body is not None and body in self.queues.get(queue, ())
 
-    def timer_due(self, tag: str) -> float | None:
-        """When the durable timer `tag` comes due (epoch s), None when it is not armed."""
+    def timer_due(self, run_id: str, tag: str) -> float | None:
+        """When run `run_id`'s durable timer `tag` comes due (epoch s), None when it is not armed."""
         with self._lock:
             timer = self._timers.get(tag)
         return None if timer is None else timer[0] / 1000

@@ -3,6 +3,8 @@ liveness (heartbeats, progress deadlines, the sweeper's lock) and dead letters."
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -18,7 +20,7 @@ ITEMS_BATCH = 1000
 class ItemsMixin(RedisConnection):
     """Foreach item results: one hash per foreach, the first record of an index wins."""
 
-    _beat: Any
+    _save_item: Any
 
     def save_item(
         self, run_id: str, tag: str, index: int, record: dict[str, Any], progress: float | None = None
@@ -28,21 +30,13 @@ class ItemsMixin(RedisConnection):
         An item is progress: the run's heartbeat is set, and its progress deadline pushed on
         to `progress` (epoch s) when given.
         """
-        key, stamp = keys.items(run_id, tag), now_ms()
-        beat = [stamp, run_id, int((progress or 0) * 1000)]
-
-        def write() -> bool:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.hsetnx(key, str(index), json.dumps(record))
-            pipe.expire(key, ITEMS_TTL)
-            self._beat(keys=[keys.run(run_id), keys.progress()], args=beat, client=pipe)
-            return bool(pipe.execute()[0])
-
-        return self._call(write)
+        item_keys = [self.keys.items(run_id, tag), *self._beat_keys(run_id)]
+        args = [index, json.dumps(record), ITEMS_TTL, now_ms(), run_id, int((progress or 0) * 1000)]
+        return bool(self._call(lambda: self._save_item(keys=item_keys, args=args)))
 
     def count_items(self, run_id: str, tag: str) -> int:
         """How many distinct items of a foreach have a result."""
-        return int(self._call(lambda: self.redis.hlen(keys.items(run_id, tag))))
+        return int(self._call(lambda: self.redis.hlen(self.keys.items(run_id, tag))))
 
     def load_items(self, run_id: str, tag: str, total: int) -> list[dict[str, Any] | None]:
         """The results of items 0..total-1 in item order (None where missing), read in batches."""
@@ -54,7 +48,7 @@ class ItemsMixin(RedisConnection):
 
     def _item_range(self, run_id: str, tag: str, start: int, stop: int) -> list[tuple[int, str | None]]:
         """(index, raw record or None) for items `[start, stop)`, one HMGET per `ITEMS_BATCH`."""
-        key, found = keys.items(run_id, tag), []
+        key, found = self.keys.items(run_id, tag), []
         for first in range(start, stop, ITEMS_BATCH):
             indexes = range(first, min(stop, first + ITEMS_BATCH))
             fields = [str(i) for i in indexes]
@@ -64,7 +58,7 @@ class ItemsMixin(RedisConnection):
 
     def drop_items(self, run_id: str, tag: str) -> None:
         """Delete a finished foreach's item results."""
-        self._call(lambda: self.redis.delete(keys.items(run_id, tag)))
+        self._call(lambda: self.redis.delete(self.keys.items(run_id, tag)))
 
 
 class CacheMixin(RedisConnection):
@@ -120,28 +114,27 @@ class LivenessMixin(RedisConnection):
         stamp = now_ms()
         deadline = int((progress or 0) * 1000) or stamp
 
-        def write() -> None:
-            pipe = self.redis.pipeline(transaction=False)
-            for run_id in run_ids:
-                self._beat(
-                    keys=[keys.run(run_id), keys.progress()], args=[stamp, run_id, deadline], client=pipe
-                )
-            pipe.execute()
-
-        self._call(write)
+        calls = [(self._beat_keys(run_id), [stamp, run_id, deadline]) for run_id in run_ids]
+        self._call(lambda: self.run_scripts(self._beat, calls))
 
     def stalled(self, now: float, limit: int = 500) -> list[str]:
         """Running runs whose progress deadline has passed by `now` (epoch s), earliest first."""
         top = int(now * 1000)
-        found: list[str] = self._call(
-            lambda: self.redis.zrange(keys.progress(), "-inf", top, byscore=True, offset=0, num=limit)
-        )
-        return found
+
+        def read() -> list[list[tuple[str, float]]]:
+            pipe = self.redis.pipeline(transaction=False)
+            for shard in self.keys.shards:
+                pipe.zrange(shard.progress(), "-inf", top, byscore=True, offset=0, num=limit, withscores=True)
+            found: list[list[tuple[str, float]]] = pipe.execute()
+            return found
+
+        merged = heapq.merge(*self._call(read), key=lambda entry: (entry[1], entry[0]))  # as one sorted set
+        return [run_id for run_id, _ in itertools.islice(merged, limit)]
 
     def touch(self, run_id: str, progress: float) -> None:
         """Set the run's progress deadline to `progress` (epoch s), if it is watched."""
         deadline = int(progress * 1000)
-        self._call(lambda: self.redis.zadd(keys.progress(), {run_id: deadline}, xx=True))
+        self._call(lambda: self.redis.zadd(self.keys.shard(run_id).progress(), {run_id: deadline}, xx=True))
 
     def activity(self, run_ids: Sequence[str]) -> list[dict[str, str]]:
         """Per run: status, step, phase, updated_at and heartbeat (ms), in one round trip."""
@@ -150,7 +143,7 @@ class LivenessMixin(RedisConnection):
         def read() -> list[Any]:
             pipe = self.redis.pipeline(transaction=False)
             for run_id in run_ids:
-                pipe.hmget(keys.run(run_id), *fields)
+                pipe.hmget(self.keys.run(run_id), *fields)
             result: list[Any] = pipe.execute()
             return result
 
@@ -185,9 +178,9 @@ class DeadLettersMixin(RedisConnection):
 
         def write() -> int:
             pipe = self.redis.pipeline(transaction=True)
-            pipe.lpush(keys.dead_letters(), entry)
-            pipe.ltrim(keys.dead_letters(), 0, keep - 1)
-            pipe.incr(keys.dead_count())
+            pipe.lpush(self.keys.dead_letters(), entry)
+            pipe.ltrim(self.keys.dead_letters(), 0, keep - 1)
+            pipe.incr(self.keys.dead_count())
             return int(pipe.execute()[2])
 
         return self._call(write)
@@ -196,9 +189,9 @@ class DeadLettersMixin(RedisConnection):
         """The newest `count` dead letters."""
         if count < 1:
             return []  # LRANGE 0 -1 would read them all
-        raw = self._call(lambda: self.redis.lrange(keys.dead_letters(), 0, count - 1))
+        raw = self._call(lambda: self.redis.lrange(self.keys.dead_letters(), 0, count - 1))
         return [DeadLetter(**json.loads(r)) for r in raw]
 
     def dead_total(self) -> int:
         """How many messages workers have refused, ever."""
-        return int(self._call(lambda: self.redis.get(keys.dead_count())) or 0)
+        return int(self._call(lambda: self.redis.get(self.keys.dead_count())) or 0)

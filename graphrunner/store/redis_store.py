@@ -18,8 +18,10 @@ from typing import Any
 import redis
 
 from graphrunner.engine import RunSnapshot
+from graphrunner.errors import ConfigurationError
 from graphrunner.store import keys
 from graphrunner.store.base import Committed, Created, Fence, Send, Sent, StepEntry, now_ms
+from graphrunner.store.keys import KeySpace, Shard
 from graphrunner.store.query import RunPage, RunQuery, RunSummary
 from graphrunner.store.redis_aux import (
     CacheMixin,
@@ -28,9 +30,11 @@ from graphrunner.store.redis_aux import (
     KeysMixin,
     LivenessMixin,
 )
+from graphrunner.store.redis_clients import cluster_client, is_cluster_url, single_client
 from graphrunner.store.redis_index import RunIndex, expiry_member
 
 RETENTION_SECONDS = 7 * 24 * 3600  # finished runs expire after this (GRAPHRUNNER_RETENTION)
+CLUSTER_SHARDS = 16  # shards of the run indexes on a Redis Cluster (GRAPHRUNNER_CLUSTER_SHARDS)
 __all__ = ["RETENTION_SECONDS", "RedisStore", "now_ms"]
 
 
@@ -39,14 +43,17 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: redis.Redis | redis.RedisCluster,
         *,
         retry_seconds: float = 30.0,
         url: str = "",
         retention_seconds: int = RETENTION_SECONDS,
         direct: bool = True,
+        keyspace: KeySpace | None = None,
     ) -> None:
-        super().__init__(client, retry_seconds=retry_seconds, url=url)
+        super().__init__(client, retry_seconds=retry_seconds, url=url, keyspace=keyspace)
+        if self.keys.clustered and direct:
+            raise _no_cluster_broker()
         self.direct = direct
         self.retention_seconds = retention_seconds
         self._create = self.script("create_run.lua", sends=True)
@@ -55,9 +62,10 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         self._pump = self.script("pump_timers.lua")
         self._claim = self.script("claim_dispatch.lua")
         self._beat = self.script("beat.lua")
+        self._save_item = self.script("save_item.lua")
         self._acquire = self.script("acquire_key.lua")
         self._release = self.script("release_key.lua")
-        self.index = RunIndex(client, self._call, self.script("prune_run.lua"), retention_seconds)
+        self.index = RunIndex(self, self.script("prune_run.lua"), retention_seconds)
 
     @classmethod
     def from_url(
@@ -67,14 +75,16 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         retry_seconds: float = 30.0,
         retention_seconds: int = RETENTION_SECONDS,
         direct: bool = True,
+        shards: int = CLUSTER_SHARDS,
     ) -> RedisStore:
-        """A store for `redis://...`; sockets time out so a dead server is noticed quickly."""
-        client = redis.Redis.from_url(
-            url, decode_responses=True, socket_connect_timeout=2, socket_timeout=15, health_check_interval=30
-        )
-        return cls(
-            client, retry_seconds=retry_seconds, url=url, retention_seconds=retention_seconds, direct=direct
-        )
+        """A store for `redis://...`, or for a Redis Cluster (`redis+cluster://...`) in `shards` shards."""
+        options: dict[str, Any] = {"retry_seconds": retry_seconds, "url": url, "direct": direct}
+        options["retention_seconds"] = retention_seconds
+        if not is_cluster_url(url):
+            return cls(single_client(url), **options)
+        if direct:
+            raise _no_cluster_broker()
+        return cls(cluster_client(url, shards), keyspace=KeySpace(shards), **options)
 
     # -- graphs ----------------------------------------------------------------------------------
 
@@ -94,13 +104,14 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
     ) -> Created:
         """Create the run unless its id exists: record, indexes and first messages in one write."""
         run_id, status = snap.run_id, snap.status.value
+        shard = self.keys.shard(run_id)
         run_keys = [
-            keys.run(run_id),
-            keys.index_all(),
-            keys.index_graph(snap.graph_id),
-            keys.index_status(status),
-            keys.index_graph_status(snap.graph_id, status),
-            keys.progress(),
+            self.keys.run(run_id),
+            shard.index_all(),
+            shard.index_graph(snap.graph_id),
+            shard.index_status(status),
+            shard.index_graph_status(snap.graph_id, status),
+            shard.progress(),
             *self._message_keys(run_id, sends),
         ]
         args = [
@@ -121,10 +132,10 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
 
     def load_run(self, run_id: str, with_path: bool = False) -> RunSnapshot | None:
         """The run's snapshot with its state (and its path when asked), or None for an unknown run."""
-        meta, state = self._call(lambda: self.redis.hmget(keys.run(run_id), "snapshot", "state"))
+        meta, state = self._call(lambda: self.redis.hmget(self.keys.run(run_id), "snapshot", "state"))
         if meta is None:
             return None
-        walked = self._call(lambda: self.redis.lrange(keys.path(run_id), 0, -1)) if with_path else ()
+        walked = self._call(lambda: self.redis.lrange(self.keys.path(run_id), 0, -1)) if with_path else ()
         data = {**json.loads(meta), "state": json.loads(state or "{}"), "path": walked}
         return RunSnapshot.model_validate(data)
 
@@ -145,15 +156,16 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         s; None once the run is no longer running) and the `sends`.
         """
         run_id, old, new = snap.run_id, fence.status, snap.status.value
+        shard = self.keys.shard(run_id)
         run_keys = [
-            keys.run(run_id),
-            keys.steps(run_id),
-            keys.path(run_id),
-            keys.progress(),
-            keys.timers(),
-            keys.timer_bodies(),
-            keys.outbox(run_id),
-            *self._status_keys(snap.graph_id, old, new),
+            self.keys.run(run_id),
+            self.keys.steps(run_id),
+            self.keys.path(run_id),
+            shard.progress(),
+            shard.timers(),
+            shard.timer_bodies(),
+            self.keys.outbox(run_id),
+            *_status_keys(shard, snap.graph_id, old, new),
             *self._push_queues(sends),
         ]
         args = [
@@ -182,18 +194,10 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
             return Committed(False, step, str(reply[2]) or None)
         return Committed(True)
 
-    def _status_keys(self, graph_id: str, old: str, new: str) -> list[str]:
-        return [
-            keys.index_status(old),
-            keys.index_status(new),
-            keys.index_graph_status(graph_id, old),
-            keys.index_graph_status(graph_id, new),
-            keys.index_expiry(),
-        ]
-
     def _message_keys(self, run_id: str, sends: Sequence[Send]) -> list[str]:
         """The keys the `sends.lua` library writes: timers, timer bodies, outbox, then push queues."""
-        return [keys.timers(), keys.timer_bodies(), keys.outbox(run_id), *self._push_queues(sends)]
+        shard = self.keys.shard(run_id)
+        return [shard.timers(), shard.timer_bodies(), self.keys.outbox(run_id), *self._push_queues(sends)]
 
     def _push_queues(self, sends: Sequence[Send]) -> list[str]:
         """The queue of each send pushed now (in order), when the broker is this Redis."""
@@ -216,49 +220,49 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
     def run_fields(self, run_id: str) -> dict[str, str]:
         """The raw record fields of a run (status, step, graph_id, timestamps)."""
         fields = ("status", "step", "graph_id", "created_at", "updated_at", "fingerprint")
-        values = self._call(lambda: self.redis.hmget(keys.run(run_id), *fields))
+        values = self._call(lambda: self.redis.hmget(self.keys.run(run_id), *fields))
         return {k: v for k, v in zip(fields, values, strict=True) if v is not None}
 
     def status_of(self, run_id: str) -> str | None:
         """The run's status (None for an unknown run): one HGET, for item tasks."""
-        status = self._call(lambda: self.redis.hget(keys.run(run_id), "status"))
+        status = self._call(lambda: self.redis.hget(self.keys.run(run_id), "status"))
         return str(status) if status else None
 
     def sent(self, run_id: str) -> Sent | None:
         """The message the run last sent to carry itself forward (None if it sent none)."""
         tag, queue, at = self._call(
-            lambda: self.redis.hmget(keys.run(run_id), "sent_tag", "sent_queue", "sent_at")
+            lambda: self.redis.hmget(self.keys.run(run_id), "sent_tag", "sent_queue", "sent_at")
         )
         return Sent(tag, queue or "", int(at or 0)) if tag else None
 
     def claim_dispatch(self, run_id: str, phase: int) -> bool:
         """Claim the sending of what the suspension at `phase` waits for (True once per phase)."""
-        return bool(self._call(lambda: self._claim(keys=[keys.run(run_id)], args=[phase])))
+        return bool(self._call(lambda: self._claim(keys=[self.keys.run(run_id)], args=[phase])))
 
     def count_redelivery(self, run_id: str, what: str) -> int:
         """Count one more redelivery of `what` (a step and phase, or an item) of a run."""
-        return int(self._call(lambda: self.redis.hincrby(keys.run(run_id), f"redeliveries:{what}", 1)))
+        return int(self._call(lambda: self.redis.hincrby(self.keys.run(run_id), f"redeliveries:{what}", 1)))
 
     # -- transcripts -------------------------------------------------------------------------------
 
     def note(self, run_id: str, record: str) -> None:
         """Append a transcript record (JSON) that commits nothing (the sweeper's repairs)."""
-        self._call(lambda: self.redis.xadd(keys.steps(run_id), {"r": record}))
+        self._call(lambda: self.redis.xadd(self.keys.steps(run_id), {"r": record}))
 
     def last_record(self, run_id: str) -> dict[str, Any]:
         """The run's last transcript record ({} when it has none)."""
-        entries = self._call(lambda: self.redis.xrevrange(keys.steps(run_id), count=1))
+        entries = self._call(lambda: self.redis.xrevrange(self.keys.steps(run_id), count=1))
         return _entry(*entries[0]).record if entries else {}
 
     def steps(self, run_id: str, after: str = "-", count: int | None = None) -> list[StepEntry]:
         """Transcript records after stream id `after` (exclusive; `-` for all)."""
         start = "-" if after == "-" else f"({after}"
-        entries = self._call(lambda: self.redis.xrange(keys.steps(run_id), min=start, count=count))
+        entries = self._call(lambda: self.redis.xrange(self.keys.steps(run_id), min=start, count=count))
         return [_entry(i, fields) for i, fields in entries]
 
     def wait_steps(self, run_id: str, after: str, block_ms: int) -> list[StepEntry]:
         """Block up to `block_ms` for transcript records after `after` (`0` for all)."""
-        reply = self._call(lambda: self.redis.xread({keys.steps(run_id): after}, block=block_ms))
+        reply = self._call(lambda: self.redis.xread({self.keys.steps(run_id): after}, block=block_ms))
         return [_entry(i, fields) for _, entries in (reply or []) for i, fields in entries]
 
     # -- messages ------------------------------------------------------------------------------------
@@ -271,34 +275,45 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         """
         if not sends:
             return
-        run_keys = [keys.timers(), keys.timer_bodies(), keys.outbox(run_id), keys.run(run_id)]
-        run_keys += self._push_queues(sends)
+        run_keys = [*self._message_keys(run_id, ()), self.keys.run(run_id), *self._push_queues(sends)]
         args = [now_ms(), *self._send_args(sends)]
         self._call(lambda: self._push(keys=run_keys, args=args))
 
     def pump_timers(self, now: float, limit: int = 100) -> list[Send]:
         """Take the timers due by `now` (epoch s): pushed onto their queues when direct; returned."""
-        args = [int(now * 1000), limit, int(self.direct)]
-        taken = self._call(lambda: self._pump(keys=[keys.timers(), keys.timer_bodies()], args=args))
+        taken: list[str] = []
+        for shard in self.keys.shards:  # on a cluster, one script per shard: each on its own slot
+            args = [int(now * 1000), limit - len(taken), int(self.direct)]
+            pumped = [shard.timers(), shard.timer_bodies()]
+            taken += self._call(lambda k=pumped, a=args: self._pump(keys=k, args=a))  # type: ignore[misc]
+            if len(taken) >= limit:
+                break
         return [_timer_send(entry) for entry in taken]
 
-    def timer_due(self, tag: str) -> float | None:
-        """When the durable timer `tag` comes due (epoch s), None when it is not armed."""
-        score = self._call(lambda: self.redis.zscore(keys.timers(), tag))
+    def timer_due(self, run_id: str, tag: str) -> float | None:
+        """When run `run_id`'s durable timer `tag` comes due (epoch s), None when it is not armed."""
+        score = self._call(lambda: self.redis.zscore(self.keys.shard(run_id).timers(), tag))
         return None if score is None else float(score) / 1000
 
     def timers_armed(self) -> int:
-        """How many durable timers are armed (not yet due or not yet moved)."""
-        return int(self._call(lambda: self.redis.zcard(keys.timers())))
+        """How many durable timers are armed (not yet due or not yet moved), in every shard."""
+
+        def count() -> int:
+            pipe = self.redis.pipeline(transaction=False)
+            for shard in self.keys.shards:
+                pipe.zcard(shard.timers())
+            return sum(int(n) for n in pipe.execute())
+
+        return self._call(count)
 
     def outbox(self, run_id: str) -> list[Send]:
         """The run's messages committed but not yet published (oldest first)."""
-        raw = self._call(lambda: self.redis.lrange(keys.outbox(run_id), 0, -1))
+        raw = self._call(lambda: self.redis.lrange(self.keys.outbox(run_id), 0, -1))
         return [Send(**json.loads(r)) for r in raw]
 
     def trim_outbox(self, run_id: str, count: int) -> None:
         """Drop the `count` oldest outbox messages of the run (they have been published)."""
-        self._call(lambda: self.redis.ltrim(keys.outbox(run_id), count, -1))
+        self._call(lambda: self.redis.ltrim(self.keys.outbox(run_id), count, -1))
 
     # -- listing -------------------------------------------------------------------------------------
 
@@ -321,12 +336,29 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         return self.index.page(query)
 
 
+def _no_cluster_broker() -> ConfigurationError:
+    return ConfigurationError(
+        "GRAPHRUNNER_REDIS_URL names a Redis Cluster, which cannot be the broker (Celery has no Redis "
+        "Cluster transport): set GRAPHRUNNER_BROKER_URL to RabbitMQ (amqp://) or a separate Redis"
+    )
+
+
 def _meta(snap: RunSnapshot) -> str:
     return snap.model_dump_json(exclude={"state", "path"})
 
 
 def _deadline(progress: float | None) -> str:
     return "" if progress is None else str(int(progress * 1000))
+
+
+def _status_keys(shard: Shard, graph_id: str, old: str, new: str) -> list[str]:
+    return [
+        shard.index_status(old),
+        shard.index_status(new),
+        shard.index_graph_status(graph_id, old),
+        shard.index_graph_status(graph_id, new),
+        shard.index_expiry(),
+    ]
 
 
 def _timer_send(entry: str) -> Send:

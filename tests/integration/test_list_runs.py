@@ -17,7 +17,11 @@ from graphrunner.embedded import EmbeddedRedis
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import GraphrunnerError, InvalidRunQuery
 from graphrunner.settings import Settings
-from graphrunner.store import Fence, RunSummary, keys
+from graphrunner.store import Fence, RunSummary
+from graphrunner.store.keys import KeySpace
+
+KEYS = KeySpace()  # the layout on one Redis
+SHARD = KEYS.shards[0]
 
 GRAPHS = ("t/alpha", "t/beta", "t/gamma")
 CYCLE = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.RUNNING, RunStatus.COMPLETED, RunStatus.PAUSED)
@@ -98,7 +102,7 @@ def test_filters_by_graph_status_and_both(client: Client, everything: list[RunSu
 
 
 def test_graph_and_status_is_read_from_its_own_index(client: Client) -> None:
-    key = keys.index_graph_status("t/beta", "failed")
+    key = SHARD.index_graph_status("t/beta", "failed")
     assert set(client.store.redis.zrange(key, 0, -1)) == {
         r.run_id for r in client.list_runs(graph_id="t/beta", status="failed", limit=1000)
     }
@@ -197,7 +201,7 @@ def test_runs_whose_record_is_gone_are_skipped_and_the_page_still_fills(private_
             store_run(client, f"run-{i:02d}", "t/gone", RunStatus.FAILED)
         everything = client.list_runs(limit=100)
         gone = {r.run_id for r in everything[2:14]}  # expired, not yet pruned
-        client.store.redis.delete(*(keys.run(r) for r in gone))
+        client.store.redis.delete(*(KEYS.run(r) for r in gone))
         alive = [r for r in everything if r.run_id not in gone]
         assert ids(client.list_runs(limit=5)) == ids(alive[:5])
         assert ids(client.list_runs(limit=10, status="failed", graph_id="t/gone")) == ids(alive[:10])

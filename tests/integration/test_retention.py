@@ -21,8 +21,12 @@ from graphrunner.embedded import EmbeddedRedis
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import RunNotFound
 from graphrunner.settings import Settings
-from graphrunner.store import Fence, RedisStore, keys
+from graphrunner.store import Fence, RedisStore
+from graphrunner.store.keys import KeySpace, cache
 from graphrunner.store.query import STATUSES
+
+KEYS = KeySpace()  # the layout on one Redis
+SHARD = KEYS.shards[0]
 
 SHORT = 2  # seconds
 
@@ -58,19 +62,19 @@ def move(store: RedisStore, snap: RunSnapshot, status: RunStatus, node: str | No
 
 
 def run_keys(run_id: str) -> list[str]:
-    return [keys.run(run_id), keys.steps(run_id), keys.path(run_id)]
+    return [KEYS.run(run_id), KEYS.steps(run_id), KEYS.path(run_id)]
 
 
 def indexes_holding(store: RedisStore, run_id: str, graph_id: str) -> set[str]:
     """Every index (all, graph, status, status+graph) that lists `run_id`."""
-    candidates = [keys.index_all(), keys.index_graph(graph_id)]
-    candidates += [keys.index_status(s) for s in STATUSES]
-    candidates += [keys.index_graph_status(graph_id, s) for s in STATUSES]
+    candidates = [SHARD.index_all(), SHARD.index_graph(graph_id)]
+    candidates += [SHARD.index_status(s) for s in STATUSES]
+    candidates += [SHARD.index_graph_status(graph_id, s) for s in STATUSES]
     return {k for k in candidates if store.redis.zscore(k, run_id) is not None}
 
 
 def expiry_ids(store: RedisStore) -> set[str]:
-    return {m.split('"')[1] for m in store.redis.zrange(keys.index_expiry(), 0, -1)}
+    return {m.split('"')[1] for m in store.redis.zrange(SHARD.index_expiry(), 0, -1)}
 
 
 def wait_gone(client: redis.Redis, names: list[str], timeout: float = 10.0) -> None:
@@ -90,14 +94,14 @@ def test_retention_removes_expired_runs_and_nothing_else(store: RedisStore) -> N
     long_lived = RedisStore.from_url(store.url or "", retention_seconds=3600)
     kept = move(long_lived, create(long_lived, "kept", "t/a"), RunStatus.COMPLETED, None)
     store.redis.set("unrelated", "x")
-    store.redis.set(keys.cache("digest"), "1", ex=3600)
+    store.redis.set(cache("digest"), "1", ex=3600)
     store.save_graph("hash", {"text": "id: t/a"})
 
     for run_id in ("done", "failed"):
         assert all(0 < store.redis.pttl(k) <= SHORT * 1000 for k in run_keys(run_id))
     for run_id in ("running", "paused", "fresh", "kept"):
-        assert store.redis.ttl(keys.run(run_id)) in (-1, *range(3000, 3601))
-    assert store.redis.ttl(keys.run("running")) == -1 and store.redis.ttl(keys.steps("paused")) == -1
+        assert store.redis.ttl(KEYS.run(run_id)) in (-1, *range(3000, 3601))
+    assert store.redis.ttl(KEYS.run("running")) == -1 and store.redis.ttl(KEYS.steps("paused")) == -1
     survivors = {
         k for k in store.redis.keys("*") if not k.startswith(("gr:run:{done}", "gr:run:{failed}", "gr:idx:"))
     }
@@ -112,16 +116,16 @@ def test_retention_removes_expired_runs_and_nothing_else(store: RedisStore) -> N
     assert indexes_holding(store, "failed", "t/b") == set()
     assert expiry_ids(store) == {"kept"}
     assert indexes_holding(store, "running", "t/a") == {
-        keys.index_all(),
-        keys.index_graph("t/a"),
-        keys.index_status("running"),
-        keys.index_graph_status("t/a", "running"),
+        SHARD.index_all(),
+        SHARD.index_graph("t/a"),
+        SHARD.index_status("running"),
+        SHARD.index_graph_status("t/a", "running"),
     }
     assert indexes_holding(store, "paused", "t/b") == {
-        keys.index_all(),
-        keys.index_graph("t/b"),
-        keys.index_status("paused"),
-        keys.index_graph_status("t/b", "paused"),
+        SHARD.index_all(),
+        SHARD.index_graph("t/b"),
+        SHARD.index_status("paused"),
+        SHARD.index_graph_status("t/b", "paused"),
     }
     assert (
         len(indexes_holding(store, "kept", "t/a")) == 4 and len(indexes_holding(store, "fresh", "t/a")) == 4
@@ -139,7 +143,7 @@ def test_retention_removes_expired_runs_and_nothing_else(store: RedisStore) -> N
 
 def test_resuming_a_finished_run_keeps_it_again(store: RedisStore) -> None:
     failed = move(store, create(store, "again", "t/r"), RunStatus.FAILED)
-    assert store.redis.pttl(keys.run("again")) > 0 and expiry_ids(store) == {"again"}
+    assert store.redis.pttl(KEYS.run("again")) > 0 and expiry_ids(store) == {"again"}
 
     resumed = move(store, failed, RunStatus.RUNNING)  # what `resume` commits: failed -> running
     assert [store.redis.ttl(k) for k in run_keys("again")] == [-1, -1, -1]
@@ -147,14 +151,14 @@ def test_resuming_a_finished_run_keeps_it_again(store: RedisStore) -> None:
     assert store.prune_expired(now_ms=int(time.time() * 1000) + 10**9) == 0  # far past any expiry
     assert store.load_run("again") is not None
     assert indexes_holding(store, "again", "t/r") == {
-        keys.index_all(),
-        keys.index_graph("t/r"),
-        keys.index_status("running"),
-        keys.index_graph_status("t/r", "running"),
+        SHARD.index_all(),
+        SHARD.index_graph("t/r"),
+        SHARD.index_status("running"),
+        SHARD.index_graph_status("t/r", "running"),
     }
 
     move(store, resumed, RunStatus.CANCELLED)  # finished again: it expires again
-    assert 0 < store.redis.pttl(keys.steps("again")) <= SHORT * 1000 and expiry_ids(store) == {"again"}
+    assert 0 < store.redis.pttl(KEYS.steps("again")) <= SHORT * 1000 and expiry_ids(store) == {"again"}
 
 
 def test_pruning_leaves_runs_whose_keys_have_not_expired(store: RedisStore) -> None:
@@ -175,7 +179,7 @@ def test_a_pruned_run_id_can_be_used_again(store: RedisStore) -> None:
     assert store.prune_expired() == 0  # its record is there: it is alive, so it stays
     assert [r.status for r in store.list_runs(graph_id="t/u")] == ["running"]
     assert store.list_runs(graph_id="t/u", status="completed") == []  # the old run's entry is skipped
-    assert {keys.index_all(), keys.index_status("running")} <= indexes_holding(store, "reused", "t/u")
+    assert {SHARD.index_all(), SHARD.index_status("running")} <= indexes_holding(store, "reused", "t/u")
 
 
 def test_a_run_finished_on_the_cluster_expires_with_its_transcript(

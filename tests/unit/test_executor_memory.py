@@ -218,7 +218,7 @@ def due_of(mc: MemoryCluster, run_id: str) -> float:
     """When the timer the run's suspended step waits on comes due."""
     sent = mc.store.sent(run_id)
     assert sent is not None
-    due = mc.store.timer_due(sent.tag)
+    due = mc.store.timer_due(run_id, sent.tag)
     assert due is not None
     return due
 
