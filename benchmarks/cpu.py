@@ -1,7 +1,7 @@
-"""CPU time per process role (Redis, worker main process, pool processes, harness), from /proc.
+"""CPU time per process role (Redis, Redis Cluster nodes, worker main and pool processes, harness).
 
-Linux only; elsewhere the probe reports nothing. On a 2-core machine whose cores are saturated,
-CPU time per step, not waiting, is what bounds steps per second.
+Read from /proc: Linux only; elsewhere the probe reports nothing. On a 2-core machine whose
+cores are saturated, CPU time per step, not waiting, is what bounds steps per second.
 """
 
 from __future__ import annotations
@@ -37,12 +37,23 @@ def group_seconds(pgid: int) -> dict[int, float]:
     return found
 
 
+def pids_seconds(pids: tuple[int, ...]) -> float:
+    """CPU seconds of the live processes among `pids`, together."""
+    stats = (_stat(str(pid)) for pid in pids)
+    return sum(_seconds(fields) for fields in stats if fields is not None)
+
+
 @dataclass(frozen=True)
 class CpuProbe:
-    """Reads the CPU seconds used so far by Redis, one worker (main and pool) and this harness."""
+    """Reads the CPU seconds used so far by Redis, one worker (main and pool) and this harness.
+
+    With `cluster_pids` (the nodes of a Redis Cluster holding graphrunner's run state), also
+    their sum, as role `cluster`; `redis` is then the broker's Redis.
+    """
 
     redis_pid: int
     worker_pid: int
+    cluster_pids: tuple[int, ...] = ()
 
     def read(self) -> dict[str, float]:
         """CPU seconds by role; empty where /proc is not available."""
@@ -52,8 +63,10 @@ class CpuProbe:
         group = group_seconds(self.worker_pid)
         main = group.pop(self.worker_pid, 0.0)
         times = os.times()
+        cluster = {"cluster": pids_seconds(self.cluster_pids)} if self.cluster_pids else {}
         return {
             "redis": _seconds(redis) if redis else 0.0,
+            **cluster,
             "worker_main": main,
             "worker_pool": sum(group.values()),
             "harness": times.user + times.system,

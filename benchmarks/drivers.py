@@ -7,8 +7,10 @@ import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import redis
+from redis.cluster import RedisCluster
 
 from benchmarks import baseline, graphs
 from graphrunner.client import Client
@@ -41,7 +43,15 @@ class Timing:
 class Driver(Protocol):
     """What the harness needs of either side."""
 
-    poll: redis.Redis
+    @property
+    def poll(self) -> redis.Redis | RedisCluster:
+        """The client of the harness's own polling."""
+        ...
+
+    @property
+    def polls(self) -> int:
+        """How many polling commands the driver has sent so far."""
+        ...
 
     def run(self, chains: int, steps: int, timeout: float) -> Timing:
         """Start `chains` chains of `steps` steps at once; wait for all; time submit to last commit."""
@@ -57,12 +67,18 @@ def poll_client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, decode_responses=True, single_connection_client=True)
 
 
+def cluster_poll_client(url: str) -> RedisCluster:
+    """A Redis Cluster client for polling, from a `redis+cluster://host:port/0` URL (any node)."""
+    return RedisCluster.from_url(f"redis://{urlsplit(url).netloc}", decode_responses=True)
+
+
 class BaselineDriver:
     """Drives the bare Celery baseline: chains of `bench.step` tasks over a JSON state per chain."""
 
     def __init__(self, url: str, prefetch: int, events: bool) -> None:
         self.app = baseline.create_app(url, prefetch=prefetch, events=events)
         self.poll = poll_client(url)
+        self.polls = 0
 
     def run(self, chains: int, steps: int, timeout: float) -> Timing:
         """Start `chains` chains of `steps` steps at once; wait for all; time submit to last commit."""
@@ -79,6 +95,7 @@ class BaselineDriver:
         """The commit time of the chain's last step, once it is there."""
         while time.monotonic() < deadline:
             state = json.loads(self.poll.get(key) or "{}")
+            self.polls += 1
             if state.get("n") == steps:
                 return float(state["t"])
             time.sleep(POLL_SECONDS)
@@ -91,13 +108,28 @@ class BaselineDriver:
 
 
 class GraphDriver:
-    """Drives graphrunner: runs of a loop graph submitted through the public `Client`."""
+    """Drives graphrunner: runs of a loop graph submitted through the public `Client`.
 
-    def __init__(self, url: str, prefetch: int, kind: str, *, events: bool = False) -> None:
-        settings = Settings(redis_url=url, prefetch=prefetch, quiet=True, task_events=events)
+    `url` is the run state's store: one Redis (also the broker), or a Redis Cluster
+    (`redis+cluster://`) with `broker_url` naming the broker.
+    """
+
+    def __init__(
+        self, url: str, prefetch: int, kind: str, *, events: bool = False, broker_url: str | None = None
+    ) -> None:
+        settings = Settings(
+            redis_url=url, broker_url=broker_url, prefetch=prefetch, quiet=True, task_events=events
+        )
         self.client = Client(settings=settings)
         self.graph = graphs.load(kind, settings)
-        self.poll = poll_client(url)
+        self.poll: redis.Redis | RedisCluster
+        if settings.clustered:
+            self.keys = KeySpace(settings.cluster_shards)
+            self.poll = cluster_poll_client(url)
+        else:
+            self.keys = KeySpace()
+            self.poll = poll_client(url)
+        self.polls = 0
 
     def run(self, chains: int, steps: int, timeout: float) -> Timing:
         """Start `chains` runs of `steps` steps at once; wait for all; time submit to last commit."""
@@ -110,7 +142,8 @@ class GraphDriver:
     def _wait(self, run_id: str, steps: int, deadline: float) -> float:
         """The commit time of the run's last step, once the run has finished."""
         while time.monotonic() < deadline:
-            status, step, updated = self.poll.hmget(KeySpace().run(run_id), "status", "step", "updated_at")
+            status, step, updated = self.poll.hmget(self.keys.run(run_id), "status", "step", "updated_at")
+            self.polls += 1
             if status in FINISHED:
                 _check_run(run_id, status, step, steps)
                 return int(str(updated)) / 1000

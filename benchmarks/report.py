@@ -121,7 +121,8 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def cpu_table(rows: list[dict[str, Any]]) -> str:
     """Median CPU microseconds per step by process role, the worker's, and its ratio to the baseline."""
-    roles = [x for x in dict.fromkeys(role for r in rows for role in r["cpu_us_per_step"]) if x != "worker"]
+    widest_first = sorted((r["cpu_us_per_step"] for r in rows), key=len, reverse=True)  # `cluster` by `redis`
+    roles = [x for x in dict.fromkeys(role for cpu in widest_first for role in cpu) if x != "worker"]
     head = (
         "prefetch",
         "scenario",
@@ -135,13 +136,18 @@ def cpu_table(rows: list[dict[str, Any]]) -> str:
             str(r["prefetch"]),
             r["scenario"],
             r["side"],
-            *(f"{r['cpu_us_per_step'].get(x, 0):.0f}" for x in roles),
+            *(_us(r["cpu_us_per_step"].get(x)) for x in roles),
             f"{r['cpu_us_per_step'].get('worker', 0):.0f}",
             _times(r.get("worker_cpu_ratio")),
         )
         for r in rows
     ]
     return align([head, *body]) if roles else ""
+
+
+def _us(value: float | None) -> str:
+    """Microseconds as a whole number; `-` for a role the side was not measured for."""
+    return "-" if value is None else f"{value:.0f}"
 
 
 def verdicts(rows: list[dict[str, Any]]) -> str:

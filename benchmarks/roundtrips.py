@@ -4,6 +4,9 @@ Categories: `store` (graphrunner's `gr:*` keys, or the baseline's `bench:chain:*
 `broker` (everything kombu/Celery does: queues, unacked bookkeeping, events), `in-script`
 (commands a Lua script runs inside one EVALSHA; not round trips), `harness` (the
 harness's own polling; left out). A MULTI ... EXEC block counts as one round trip.
+
+With graphrunner's run state on a Redis Cluster, MONITOR watches the broker's Redis only; what
+the cluster's masters ran comes from their INFO commandstats, summed (`cluster_commands`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ LINE = re.compile(rb"^[\d.]+ \[\d+ ([^\]]*)\] (.*)$", re.S)
 TOKEN = re.compile(rb'"((?:[^"\\]|\\.)*)"')
 STORE_PREFIXES = ("gr:", "bench:chain:")
 SCRIPT_COMMANDS = {"EVALSHA", "EVAL"}
+CLUSTER = "cluster"  # category: every call the cluster's masters ran, in-script ones included
+HARNESS_COMMANDS = {"info"}  # the harness's own INFO commandstats reads
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,22 @@ def tally(commands: list[Command], harness: set[str]) -> Tally:
         elif cmd.client not in in_multi:
             result.round_trips[kind] += 1
     return result
+
+
+def cluster_commands(result: Tally, before: Counter[str], after: Counter[str], polls: int) -> None:
+    """Add the calls between two summed INFO commandstats of a cluster's masters to `result`.
+
+    They go to category `cluster`, without round trips: commandstats counts a command a Lua
+    script runs like any other. The harness's `polls` HMGETs and its INFO reads are left out;
+    the polls are counted as `harness`.
+    """
+    calls = after - before
+    calls["hmget"] -= polls
+    for name, count in sorted(calls.items()):
+        if count > 0 and name not in HARNESS_COMMANDS:
+            result.commands[(CLUSTER, name.upper())] += count
+    if polls:
+        result.commands[("harness", "HMGET")] += polls
 
 
 class CommandLog:

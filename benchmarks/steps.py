@@ -1,9 +1,11 @@
 """Steps per second of graphrunner against a bare Celery baseline, on a private Redis and private workers.
 
-    python -m benchmarks.steps [--repeat 2] [--chain-steps 1000] [--prefetch 1,4] [--json]
+    python -m benchmarks.steps [--repeat 2] [--chain-steps 1000] [--prefetch 1,4] [--store cluster] [--json]
 
 Times 1 run of 1,000 steps and 20 concurrent runs of 1,000 steps on both sides, rounds
 interleaved, and prints medians, CPU per step by process and a verdict per DESIGN §9 target.
+With `--store cluster`, graphrunner keeps its run state on a private 3-master Redis Cluster and
+uses the private Redis as its broker; the baseline is unchanged.
 See benchmarks/README.md for the scenarios and how to read the output.
 """
 
@@ -15,6 +17,7 @@ import os
 import platform
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -23,6 +26,7 @@ from typing import Any
 import redis
 
 from benchmarks import report
+from benchmarks.cluster import MASTERS, ClusterStore, private_cluster
 from benchmarks.cpu import CpuProbe, per_step
 from benchmarks.drivers import BaselineDriver, Driver, GraphDriver, Timing
 from benchmarks.processes import (
@@ -34,13 +38,15 @@ from benchmarks.processes import (
     running_worker,
     terminate_as_exit,
 )
-from benchmarks.roundtrips import client_address, monitoring, tally
+from benchmarks.roundtrips import client_address, cluster_commands, monitoring, tally
 from graphrunner.embedded import EmbeddedRedis
+from graphrunner.settings import Settings
 
 WARM_UP = (4, 20)  # chains, steps: touches both pool processes before anything is timed
 BASELINE_EVENTS = "baseline+ev"
 WITH_EVENTS = "+ev"
 LOAD_WARNING = 0.5  # 1-minute load average above which the run is flagged as noisy
+STORES = ("redis", "cluster")  # where graphrunner keeps its run state: the private Redis, or a cluster
 
 
 @dataclass(frozen=True)
@@ -69,24 +75,32 @@ class Phase:
     command: list[str]
     env: dict[str, str]
     drivers: Callable[[], dict[str, Driver]]
+    cluster: bool = False  # its run state is on the private Redis Cluster
 
 
 @dataclass(frozen=True)
 class Bench:
-    """The private Redis and the options every phase shares."""
+    """The private Redis (and Redis Cluster, with `--store cluster`) and the options every phase shares."""
 
     server: EmbeddedRedis
     args: argparse.Namespace
+    cluster: ClusterStore | None = None
 
     @property
     def url(self) -> str:
-        """The private Redis's URL."""
+        """The private Redis's URL: the baseline's Redis, and graphrunner's broker."""
         return self.server.url
 
-    def probe(self, worker: Worker) -> CpuProbe:
-        """A CPU probe for this Redis and `worker`."""
+    @property
+    def store_url(self) -> str:
+        """Where graphrunner keeps its run state: the cluster's URL, else the private Redis's."""
+        return self.cluster.url if self.cluster else self.url
+
+    def probe(self, worker: Worker, cluster: bool) -> CpuProbe:
+        """A CPU probe for this Redis, `worker` and, if `cluster`, the cluster's nodes."""
         assert self.server.process is not None
-        return CpuProbe(self.server.process.pid, worker.process.pid)
+        nodes = self.cluster.pids if cluster and self.cluster else ()
+        return CpuProbe(self.server.process.pid, worker.process.pid, nodes)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -100,6 +114,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--prefetch", default="1", help="worker prefetch multipliers to compare, e.g. 1,4")
     p.add_argument("--concurrency", type=int, default=2, help="prefork processes per worker")
     p.add_argument("--loglevel", default="WARNING", help="worker log level (both sides)")
+    p.add_argument(
+        "--store",
+        choices=STORES,
+        default="redis",
+        help=f"graphrunner's run state: the private Redis, or a private {MASTERS}-master Redis Cluster "
+        "(the private Redis is then its broker; the baseline is unchanged)",
+    )
     p.add_argument(
         "--baseline-events",
         action="store_true",
@@ -143,8 +164,10 @@ def baseline_phase(bench: Bench, prefetch: int, events: bool) -> Phase:
 def graphrunner_phase(bench: Bench, prefetch: int, events: bool) -> Phase:
     """The graphrunner worker (task events off, its default, or on) and one driver per loop graph."""
     options = WorkerOptions(concurrency=bench.args.concurrency, loglevel=bench.args.loglevel)
+    broker = bench.url if bench.cluster else None
     env = {
-        "GRAPHRUNNER_REDIS_URL": bench.url,
+        "GRAPHRUNNER_REDIS_URL": bench.store_url,
+        **({"GRAPHRUNNER_BROKER_URL": broker} if broker else {}),
         "GRAPHRUNNER_PREFETCH": str(prefetch),
         "GRAPHRUNNER_QUIET": "1",
         "GRAPHRUNNER_TASK_EVENTS": "1" if events else "0",
@@ -152,9 +175,13 @@ def graphrunner_phase(bench: Bench, prefetch: int, events: bool) -> Phase:
     suffix = WITH_EVENTS if events else ""
 
     def drivers() -> dict[str, Driver]:
-        return {k + suffix: GraphDriver(bench.url, prefetch, k, events=events) for k in bench.args.graphs}
+        return {
+            k + suffix: GraphDriver(bench.store_url, prefetch, k, events=events, broker_url=broker)
+            for k in bench.args.graphs
+        }
 
-    return Phase(f"graphrunner{suffix}", graphrunner_command(options), clean_env(env), drivers)
+    command = graphrunner_command(options)
+    return Phase(f"graphrunner{suffix}", command, clean_env(env), drivers, cluster=bench.cluster is not None)
 
 
 def phases(bench: Bench, prefetch: int) -> list[Phase]:
@@ -182,7 +209,7 @@ def run_phase(
 ) -> None:
     """Start the phase's worker, warm it up, time every scenario for every side, stop it."""
     with running_worker(phase.name, phase.command, phase.env) as worker:
-        probe = bench.probe(worker)
+        probe = bench.probe(worker, phase.cluster)
         for side, driver in phase.drivers().items():
             try:
                 timed(driver, Scenario(*WARM_UP), worker)
@@ -207,13 +234,27 @@ def count_roundtrips(bench: Bench, phase: Phase, steps: int) -> dict[str, dict[s
         for side, driver in phase.drivers().items():
             try:
                 timed(driver, Scenario(*WARM_UP), worker)
-                with monitoring(bench.url) as log:
-                    timed(driver, Scenario(1, steps), worker)
-                counts[side] = tally(log.commands(), {client_address(driver.poll)}).per_step(steps)
+                counts[side] = count_chain(bench, phase, driver, worker, steps)
                 say(f"round trips {side}: {counts[side]['round_trips']}")
             finally:
                 driver.close()
     return counts
+
+
+def count_chain(bench: Bench, phase: Phase, driver: Driver, worker: Worker, steps: int) -> dict[str, Any]:
+    """One chain of `steps` steps under MONITOR (the private Redis) and, for a phase on the cluster,
+    between two INFO commandstats of its masters."""
+    cluster = bench.cluster if phase.cluster else None
+    polls = driver.polls
+    with monitoring(bench.url) as log:
+        before = cluster.commandstats() if cluster else None
+        timed(driver, Scenario(1, steps), worker)
+        after = cluster.commandstats() if cluster else None
+    harness = {client_address(driver.poll)} if isinstance(driver.poll, redis.Redis) else set()
+    result = tally(log.commands(), harness)
+    if before is not None and after is not None:
+        cluster_commands(result, before, after, driver.polls - polls)
+    return result.per_step(steps)
 
 
 def environment(url: str) -> dict[str, Any]:
@@ -249,29 +290,68 @@ def measure(bench: Bench) -> dict[str, Any]:
         for phase in phases(bench, args.prefetch[0]):
             counts.update(count_roundtrips(bench, phase, args.roundtrip_steps))
     return {
+        "store": store_facts(bench),
         "rows": results.rows(),
         "prefetch": report.prefetch_summary(results, scenarios[1].label),
         "roundtrips": counts,
     }
 
 
+def store_facts(bench: Bench) -> dict[str, Any]:
+    """Where graphrunner's run state was (the JSON line's `store`)."""
+    if bench.cluster is None:
+        return {"kind": "redis", "broker": "the same Redis"}
+    shards = Settings().cluster_shards  # the workers' and the drivers' default: no GRAPHRUNNER_* is set
+    return {
+        "kind": "cluster",
+        "masters": len(bench.cluster.ports),
+        "shards": shards,
+        "broker": "private Redis",
+    }
+
+
+def store_line(store: dict[str, Any]) -> str:
+    """The store, as the first line of the tables."""
+    if store["kind"] == "redis":
+        return "graphrunner store: the private Redis, also its broker (--store redis)"
+    return (
+        f"graphrunner store: a private Redis Cluster of {store['masters']} masters, {store['shards']} "
+        "shards; broker: the private Redis (--store cluster); the baseline: the private Redis"
+    )
+
+
 def show(figures: dict[str, Any]) -> None:
     """Print the tables on stdout."""
+    clustered = figures["store"]["kind"] == "cluster"
+    print(store_line(figures["store"]))
     print(report.table(figures["rows"]))
     for line in figures["prefetch"]:
         print(line)
     cpu = report.cpu_table(figures["rows"])
     if cpu:
         print("\nCPU time per step (median, microseconds) by process; worker = main + pool")
+        if clustered:
+            print("redis = the private Redis (broker; the baseline's state), cluster = all cluster nodes")
         print(cpu)
     verdicts = report.verdicts(figures["rows"])
     if verdicts:
         print("\nDESIGN §9 targets (medians)")
         print(verdicts)
     if figures["roundtrips"]:
+        show_roundtrips(figures["roundtrips"], clustered)
+
+
+def show_roundtrips(counts: dict[str, dict[str, Any]], clustered: bool) -> None:
+    """The commands per step; the round-trip verdict where it applies (the broker on the store's Redis)."""
+    if not clustered:
         print("\nRedis commands per step (MONITOR, one chain)")
-        print(report.roundtrip_table(figures["roundtrips"]))
-        print("\n" + report.roundtrip_verdicts(figures["roundtrips"]))
+        print(report.roundtrip_table(counts))
+        print("\n" + report.roundtrip_verdicts(counts))
+        return
+    print("\nRedis commands per step (one chain): MONITOR of the private Redis; cluster = INFO commandstats")
+    print("summed over the masters (in-script calls included, so no round trips)")
+    print(report.roundtrip_table(counts))
+    print("\nround-trip target (store + publish <= 2): not checked, the broker is not the store's Redis")
 
 
 def check_quiet() -> list[float]:
@@ -282,14 +362,21 @@ def check_quiet() -> list[float]:
     return load
 
 
+def cluster_for(store: str) -> AbstractContextManager[ClusterStore | None]:
+    """The private Redis Cluster for `--store cluster`; nothing for `--store redis`."""
+    return private_cluster() if store == "cluster" else nullcontext()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; print the tables (and the JSON line with --json)."""
     args = parse_args(argv)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     load_before = check_quiet()
-    with terminate_as_exit(), EmbeddedRedis() as server:
+    with terminate_as_exit(), EmbeddedRedis() as server, cluster_for(args.store) as cluster:
         say(f"private Redis at {server.url}")
-        figures = measure(Bench(server, args))
+        if cluster:
+            say(f"private Redis Cluster at {cluster.url}: ports {cluster.ports}, pids {cluster.pids}")
+        figures = measure(Bench(server, args, cluster))
         env = environment(server.url)
     env["load_average"] = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
     show(figures)

@@ -6,6 +6,14 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from graphrunner.errors import ConfigurationError
+
+SINGLE_REDIS = ("redis://", "rediss://", "unix://")
+
+QUEUE_TYPES = ("classic", "quorum")  # GRAPHRUNNER_QUEUE_TYPE
+AMQP_SCHEMES = ("amqp", "amqps", "pyamqp", "pyamqps", "librabbitmq")
+RABBITMQ_CONSUMER_TIMEOUT = 1800  # seconds: RabbitMQ's default `consumer_timeout` (30 min)
+
 
 def _int(name: str, default: int) -> int:
     raw = os.environ.get(name, "").strip()
@@ -17,11 +25,28 @@ def _int(name: str, default: int) -> int:
         raise ValueError(f"{name} must be a whole number, got {raw!r}") from None
 
 
+def _non_negative(name: str) -> int:
+    value = _int(name, 0)
+    if value < 0:
+        raise ValueError(f"{name} must be 0 or more, got {value}")
+    return value
+
+
 def _positive(name: str, default: int) -> int:
     value = _int(name, default)
     if value < 1:
         raise ValueError(f"{name} must be at least 1, got {value}")
     return value
+
+
+def _choice(name: str, choices: tuple[str, ...], default: str) -> str:
+    """One of `choices` (case-insensitive); unset or blank is `default`."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if raw.lower() not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw.lower()
 
 
 def _patterns(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -45,7 +70,11 @@ class Settings:
     quiet: bool = False
     redis_url: str | None = None
     broker_url: str | None = None
+    result_backend_url: str | None = None  # Celery's result backend (chord counters); default the Redis
+    cluster_shards: int = 16  # shards of the run indexes on a Redis Cluster
     queue: str = "graphrunner"
+    queue_type: str = "classic"  # classic | quorum: how RabbitMQ declares graphrunner's queues
+    consumer_timeout: int | None = None  # seconds RabbitMQ lets a delivery go unacked (0: no limit)
     visibility_timeout: int = 20  # seconds until a dead worker's messages are delivered again
     prefetch: int = 1
     task_events: bool = False
@@ -71,7 +100,13 @@ class Settings:
             quiet=os.environ.get("GRAPHRUNNER_QUIET", "") not in ("", "0", "false"),
             redis_url=os.environ.get("GRAPHRUNNER_REDIS_URL") or None,
             broker_url=os.environ.get("GRAPHRUNNER_BROKER_URL") or None,
+            result_backend_url=os.environ.get("GRAPHRUNNER_RESULT_BACKEND_URL") or None,
+            cluster_shards=_positive("GRAPHRUNNER_CLUSTER_SHARDS", cls.cluster_shards),
             queue=os.environ.get("GRAPHRUNNER_QUEUE") or cls.queue,
+            queue_type=_choice("GRAPHRUNNER_QUEUE_TYPE", QUEUE_TYPES, cls.queue_type),
+            consumer_timeout=_non_negative("GRAPHRUNNER_CONSUMER_TIMEOUT")
+            if os.environ.get("GRAPHRUNNER_CONSUMER_TIMEOUT", "").strip()
+            else None,
             visibility_timeout=_int("GRAPHRUNNER_VISIBILITY_TIMEOUT", cls.visibility_timeout),
             prefetch=_int("GRAPHRUNNER_PREFETCH", cls.prefetch),
             task_events=os.environ.get("GRAPHRUNNER_TASK_EVENTS", "") not in ("", "0", "false"),
@@ -96,3 +131,41 @@ class Settings:
     def broker(self) -> str | None:
         """The Celery broker URL: GRAPHRUNNER_BROKER_URL, else the Redis URL."""
         return self.broker_url or self.redis_url
+
+    @property
+    def clustered(self) -> bool:
+        """The state store is a Redis Cluster (`redis+cluster://` or `rediss+cluster://`)."""
+        return (self.redis_url or "").startswith(("redis+cluster://", "rediss+cluster://"))
+
+    def result_backend(self) -> str:
+        """The Redis where Celery keeps chord counters (foreach items): GRAPHRUNNER_RESULT_BACKEND_URL,
+        else the state store's Redis, else (on a Redis Cluster) a broker that is a Redis;
+        raises `ConfigurationError` when there is none."""
+        url = self.result_backend_url or (self.broker_url if self.clustered else self.redis_url) or ""
+        if url.startswith(SINGLE_REDIS):
+            return url
+        if self.result_backend_url:
+            raise ConfigurationError(
+                "GRAPHRUNNER_RESULT_BACKEND_URL must name a single Redis (redis://, rediss:// or unix://): "
+                "Celery keeps no chord counters in a Redis Cluster or on a broker"
+            )
+        raise ConfigurationError(
+            "GRAPHRUNNER_RESULT_BACKEND_URL is not set: with a Redis Cluster as the state store and a broker "
+            "that is not a Redis, Celery's chord counters (foreach items) need a single Redis of their own; "
+            "set GRAPHRUNNER_RESULT_BACKEND_URL=redis://host:port/db"
+        )
+
+    @property
+    def amqp(self) -> bool:
+        """The broker is RabbitMQ (an `amqp://`, `amqps://` or `pyamqp://` URL, as kombu spells them)."""
+        return (self.broker or "").split("://", 1)[0] in AMQP_SCHEMES
+
+    @property
+    def ack_timeout(self) -> int | None:
+        """Seconds the broker lets a message go unacknowledged before it takes it back: on
+        RabbitMQ GRAPHRUNNER_CONSUMER_TIMEOUT, else RabbitMQ's default; None: no limit (0, or a
+        Redis broker, whose workers vouch for the messages they hold)."""
+        if not self.amqp:
+            return None
+        timeout = RABBITMQ_CONSUMER_TIMEOUT if self.consumer_timeout is None else self.consumer_timeout
+        return timeout or None

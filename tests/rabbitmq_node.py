@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -54,14 +55,21 @@ def epmd_binary() -> str:
 
 
 class RabbitMQNode:
-    """`with RabbitMQNode() as node: node.url` -- amqp://guest:guest@127.0.0.1:PORT//"""
+    """`with RabbitMQNode() as node: node.url` -- amqp://guest:guest@127.0.0.1:PORT//
 
-    def __init__(self, start_timeout: float = 90.0) -> None:
+    `rabbit` sets parameters of the broker (the `rabbit` application's environment, as in
+    advanced.config), e.g. `{"consumer_timeout": 3000, "channel_tick_interval": 1000}`: values
+    are Erlang terms (integers, atoms). `restart()` stops the broker and starts it again on the
+    same port, node name and data directory, so durable queues and persistent messages survive.
+    """
+
+    def __init__(self, start_timeout: float = 90.0, rabbit: Mapping[str, int | str] | None = None) -> None:
         self.port = free_port()
         self.dist_port = free_port()
         self.epmd_port = free_port()
         self.name = f"graphrunner-test-{uuid.uuid4().hex[:8]}@localhost"
         self.start_timeout = start_timeout
+        self.rabbit = dict(rabbit or {})
         self.dir = Path(tempfile.mkdtemp(prefix="graphrunner-rabbitmq-"))
         self.log = self.dir / "server.log"
         self.epmd: subprocess.Popen[bytes] | None = None
@@ -90,7 +98,7 @@ class RabbitMQNode:
             f"listeners.tcp.default = 127.0.0.1:{self.port}\nloopback_users = none\n"
             "log.console = true\nlog.file = false\n"
         )
-        return {
+        env = {
             **os.environ,
             "HOME": str(self.dir),  # the Erlang cookie lives here, not in the system node's
             "RABBITMQ_NODENAME": self.name,
@@ -104,18 +112,23 @@ class RabbitMQNode:
             "RABBITMQ_CONFIG_FILE": str(self.dir / "rabbitmq.conf"),
             "RABBITMQ_PID_FILE": str(self.dir / "pid"),
         }
+        if self.rabbit:
+            args = " ".join(f"-rabbit {key} {value}" for key, value in self.rabbit.items())
+            env["RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS"] = args
+        return env
 
     def start(self) -> None:
         script, env = server_script(), self._env()
-        # our own epmd in the foreground, so it is ours to stop (erl would start a daemon)
-        self.epmd = subprocess.Popen(
-            [epmd_binary(), "-port", str(self.epmd_port)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        with self.log.open("wb") as out:
+        if self.epmd is None or self.epmd.poll() is not None:
+            # our own epmd in the foreground, so it is ours to stop (erl would start a daemon)
+            self.epmd = subprocess.Popen(
+                [epmd_binary(), "-port", str(self.epmd_port)],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        with self.log.open("wb") as out:  # a restart waits for its own "startup complete"
             self.server = subprocess.Popen(
                 [script], env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.dir
             )
@@ -135,13 +148,27 @@ class RabbitMQNode:
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else "(no log)"
 
+    def stop_server(self) -> None:
+        """Stop the broker (SIGTERM: a clean shutdown that keeps its data), not its epmd."""
+        _terminate(self.server)
+
+    def restart(self) -> None:
+        """Start the broker again after `stop_server`: same port, node name and data."""
+        self.stop_server()
+        self.start()
+
     def stop(self) -> None:
         for proc in (self.server, self.epmd):
-            if proc is not None and proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait(timeout=10)
+            _terminate(proc)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _terminate(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM the process group of `proc` and wait for it (SIGKILL after 30 s)."""
+    if proc is not None and proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)

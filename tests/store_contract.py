@@ -103,7 +103,7 @@ class StoreContract:
         return snap
 
     def commit(self, store: Store, old: RunSnapshot, new: RunSnapshot, **kwargs: Any) -> RunSnapshot:
-        assert store.commit(Fence.of(old), new, **kwargs) == Committed(True)
+        assert store.commit(Fence.of(old), new, **kwargs).committed
         return new
 
     # -- graphs and run records --------------------------------------------------------------------
@@ -235,12 +235,16 @@ class StoreContract:
         first = self.created(store, snapshot())
         sends = [message("a"), message("b", tracked=True), message("c", OTHER)]
         before = now_ms()
-        self.commit(store, first, moved(first), sends=sends)
+        second = moved(first)
+        reply = store.commit(Fence.of(first), second, sends=sends)
         if store.direct:
             assert self.queued(store, QUEUE) == ["b", "a"] and self.queued(store, OTHER) == ["c"]
-            assert store.outbox("run-1") == []
+            assert store.outbox("run-1") == [] and reply == Committed(True, outbox=0)
         else:
             assert self.queued(store, QUEUE) == [] and store.outbox("run-1") == sends
+            assert reply == Committed(True, outbox=3)  # the count the publisher compares with its sends
+            later = store.commit(Fence.of(second), moved(second), sends=[message("d")])
+            assert later == Committed(True, outbox=4)  # what was left before counts too
         sent = store.sent("run-1")
         assert sent is not None and (sent.tag, sent.queue) == ("tag-b", QUEUE)
         assert before <= sent.at <= now_ms()

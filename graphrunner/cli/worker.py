@@ -23,6 +23,10 @@ OWN_HELP = {"ignore_unknown_options": True, "allow_extra_args": True, "help_opti
 def worker(celery_args: tuple[str, ...]) -> None:
     """Run a Celery worker for the configured Redis (GRAPHRUNNER_REDIS_URL).
 
+    The state store is GRAPHRUNNER_REDIS_URL: one Redis (redis://) or a Redis Cluster
+    (redis+cluster://host:port, which needs GRAPHRUNNER_BROKER_URL, and
+    GRAPHRUNNER_RESULT_BACKEND_URL when that broker is RabbitMQ; see docs/operations.md).
+
     Every option is passed to `celery worker`, e.g. `graphrunner worker -c 4 -Q graphrunner,cpu`
     (Celery's options are listed below). The worker consumes the default queue (GRAPHRUNNER_QUEUE,
     `graphrunner`) unless -Q says otherwise, moves due timers onto their queues and takes its turn
@@ -33,7 +37,7 @@ def worker(celery_args: tuple[str, ...]) -> None:
     if "-h" in celery_args or "--help" in celery_args:
         _help_with_celery_options()
     settings = cluster_settings()
-    from graphrunner.cluster.preflight import check_stop_grace, check_worker
+    from graphrunner.cluster.preflight import check_consumer_timeout, check_stop_grace, check_worker
 
     try:
         check_worker(settings, celery_args)
@@ -42,6 +46,7 @@ def worker(celery_args: tuple[str, ...]) -> None:
         fail(str(exc), USAGE_ERROR)
     try:
         check_stop_grace(settings)
+        check_consumer_timeout(settings)
     except ConfigurationError as exc:
         runtime.close()
         fail(str(exc), USAGE_ERROR)

@@ -1,5 +1,6 @@
 """The Celery app both sides of the cluster share: JSON only, late acknowledgement, graphrunner's
-queue, and the Redis transport options that make a dead worker's messages come back quickly."""
+queue, and the Redis transport options that make a dead worker's messages come back quickly (on
+RabbitMQ: publisher confirms, the queue type, and reconnecting when the broker closes a channel)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,23 @@ from typing import Any
 from celery import Celery
 
 from graphrunner.cluster.backend import backend_url
+from graphrunner.errors import ConfigurationError
 from graphrunner.settings import Settings
 
 RESTORE_EVERY = 2  # seconds between two looks (by every worker) for messages of a dead worker
+# RabbitMQ: a publish returns once the broker has taken the message (persistent, on a durable
+# queue), so a message the broker lost when it went away raises instead of leaving the outbox
+AMQP_OPTIONS: dict[str, Any] = {"confirm_publish": True}
 
 
 def create_app(settings: Settings) -> Celery:
     """A Celery app configured for graphrunner (JSON only, acks late, reject on worker lost)."""
-    assert settings.redis_url is not None
+    check_queue_type(settings)
     app = Celery(
-        "graphrunner", broker=settings.broker, backend=backend_url(settings.redis_url), set_as_current=False
+        "graphrunner",
+        broker=settings.broker,
+        backend=backend_url(settings.result_backend()),
+        set_as_current=False,
     )
     app.conf.update(
         task_serializer="json",
@@ -30,10 +38,19 @@ def create_app(settings: Settings) -> Celery:
         task_acks_on_failure_or_timeout=True,
         task_ignore_result=True,
         task_default_queue=settings.queue,
+        # RabbitMQ: graphrunner's queue, and those named by `-Q` or a node's `queue`, are of one
+        # type (a queue declared again with another type is refused: PRECONDITION_FAILED)
+        task_default_queue_type=settings.queue_type,
+        task_create_missing_queue_type=settings.queue_type,
         worker_prefetch_multiplier=settings.prefetch,
         broker_transport_options=broker_options(settings),
         result_backend_transport_options={"visibility_timeout": settings.visibility_timeout},
         broker_connection_retry_on_startup=True,
+        # RabbitMQ closes a channel (PRECONDITION_FAILED) whose delivery outlived its
+        # consumer_timeout: reconnect instead of exiting (celery/celery#6760), and let the steps
+        # in flight finish and commit (their messages come back, and are dropped as duplicates)
+        broker_channel_error_retry=settings.amqp,
+        worker_cancel_long_running_tasks_on_connection_loss=False,
         worker_hijack_root_logger=False,
         worker_send_task_events=settings.task_events,
         task_send_sent_event=settings.task_events,
@@ -41,15 +58,30 @@ def create_app(settings: Settings) -> Celery:
     return app
 
 
+def check_queue_type(settings: Settings) -> None:
+    """Refuse quorum queues on a broker that is not RabbitMQ (`ConfigurationError`)."""
+    if settings.queue_type == "quorum" and not settings.amqp:
+        scheme = (settings.broker or "").split("://", 1)[0]
+        raise ConfigurationError(
+            f"GRAPHRUNNER_QUEUE_TYPE is quorum but the broker is {scheme}://: quorum queues are "
+            "RabbitMQ's; unset GRAPHRUNNER_QUEUE_TYPE (classic queues) or use RabbitMQ "
+            "(GRAPHRUNNER_BROKER_URL=amqp://...)"
+        )
+
+
 def broker_options(settings: Settings) -> dict[str, Any]:
-    """Redis transport options: a dead worker's messages are restored `visibility_timeout` after
-    it last vouched for them, looked for every `RESTORE_EVERY` seconds.
+    """Transport options. RabbitMQ: `AMQP_OPTIONS` (publisher confirms).
+
+    Redis: a dead worker's messages are restored `visibility_timeout` after it last vouched for
+    them, looked for every `RESTORE_EVERY` seconds.
 
     A live worker keeps vouching for the messages it holds (`housekeeping.Vouch`), however long
     it holds them, so a long step is never delivered twice. Connecting times out, and a health
     check every 30 s notices a broker that went away silently; reads carry no socket timeout, as
     in a plain Celery app, because a socket with a timeout polls before every read.
     """
+    if settings.amqp:
+        return dict(AMQP_OPTIONS)
     return {
         "visibility_timeout": settings.visibility_timeout,
         "unacked_restore_interval": RESTORE_EVERY,

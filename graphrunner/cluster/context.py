@@ -46,13 +46,14 @@ class Cluster:
         """
         if not settings.redis_url:
             raise ConfigurationError("GRAPHRUNNER_REDIS_URL is not set")
-        check_store_url(settings.redis_url)
+        check_topology(settings)
         direct = settings.broker_url in (None, "", settings.redis_url)
         store = RedisStore.from_url(
             settings.redis_url,
             retry_seconds=retry_seconds,
             retention_seconds=settings.retention,
             direct=direct,
+            shards=settings.cluster_shards,
         )
         return cls.over(settings, store, app=app)
 
@@ -74,10 +75,11 @@ class Cluster:
         sends = self.publisher.encode_all(outs)
         progress = deadline(new, self.settings.stall_after)
         encoded = [r.to_json() for r in records]
-        if not self.store.commit(fence, new, encoded, walked, sends, progress).committed:
+        committed = self.store.commit(fence, new, encoded, walked, sends, progress)
+        if not committed.committed:
             return False
         if sends and not self.store.direct:
-            self.publisher.flush(new.run_id)
+            self.publisher.flush(new.run_id, [s for s in sends if s.due is None], committed.outbox)
         return True
 
     def following(self, snap: RunSnapshot, graph: CompiledGraph | None) -> list[Outgoing]:
@@ -108,18 +110,26 @@ class Cluster:
         self.store.close()
 
 
-STORE_SCHEMES = ("redis://", "rediss://", "unix://")
+STORE_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
+
+
+def check_topology(settings: Settings) -> None:
+    """Raise `ConfigurationError` for a store URL, broker and result backend that cannot work together."""
+    check_store_url(settings.redis_url or "")
+    if settings.clustered and settings.broker_url in (None, "", settings.redis_url):
+        raise ConfigurationError(
+            "GRAPHRUNNER_BROKER_URL is not set: GRAPHRUNNER_REDIS_URL names a Redis Cluster, which cannot "
+            "be the broker (Celery has no Redis Cluster transport); set it to RabbitMQ (amqp://) or a "
+            "separate Redis (redis://)"
+        )
+    settings.result_backend()  # raises when Celery's chord counters have no Redis to live in
 
 
 def check_store_url(url: str) -> None:
     """Raise `ConfigurationError` naming GRAPHRUNNER_REDIS_URL for a URL the store cannot use."""
-    if url.startswith("redis+cluster://"):
-        raise ConfigurationError(
-            "GRAPHRUNNER_REDIS_URL names a Redis Cluster (redis+cluster://): a Redis Cluster as the "
-            "state store is not supported yet; use a single Redis (redis:// or rediss://)"
-        )
     if not url.startswith(STORE_SCHEMES):
         scheme = url.split("://", 1)[0] if "://" in url else url[:20]
         raise ConfigurationError(
-            f"GRAPHRUNNER_REDIS_URL must start with redis://, rediss:// or unix://, not {scheme!r}"
+            "GRAPHRUNNER_REDIS_URL must start with redis://, rediss://, unix:// or, for a Redis "
+            f"Cluster, redis+cluster:// or rediss+cluster://, not {scheme!r}"
         )

@@ -14,6 +14,7 @@ waits for is sent. No worker slot is held while a step waits. The helpers `fanou
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -32,7 +33,7 @@ from graphrunner.cluster.messages import Outgoing, StepMessage
 from graphrunner.cluster.waits import Wait, deferred_wait
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import ForeachOutcome, NoOutcome, RunSnapshot, RunStatus, StepPlan
-from graphrunner.errors import GraphrunnerError, StoreUnavailable
+from graphrunner.errors import BrokerUnavailable, GraphrunnerError, StoreUnavailable
 from graphrunner.services import Deferred, StepServices, tool_context
 from graphrunner.services.records import (
     AnyRecord,
@@ -46,7 +47,10 @@ from graphrunner.services.records import (
 from graphrunner.store import Fence
 
 log = logging.getLogger("graphrunner.worker")
-INFRASTRUCTURE = (StoreUnavailable, redis.RedisError)  # requeue the message: never a run's fault
+# requeue the message: never a run's fault. A broker away (RabbitMQ restarting) when a committed
+# step publishes what follows (then the run's outbox keeps it), or when a suspended step sends its
+# foreach chunk or child run (then the sweeper sends them), must not fail the run.
+INFRASTRUCTURE = (StoreUnavailable, redis.RedisError, BrokerUnavailable)
 FANOUT_CHUNK = 1000
 
 
@@ -97,13 +101,13 @@ class StepExecutor:
         `redelivered`: the broker delivered this message before without an acknowledgement
         (its worker died, or it was requeued): counted, and past `max_redeliveries` the step
         is poison and fails its run. An unexpected exception fails the run (naming it);
-        Redis trouble (`StoreUnavailable`, `redis.RedisError`) is raised for a requeue.
+        Redis or broker trouble (`infrastructure`) is raised for a requeue.
         """
         try:
             return self._execute(msg, redelivered)
-        except INFRASTRUCTURE:
-            raise
         except Exception as exc:
+            if infrastructure(exc):
+                raise
             return self._unexpected(msg, exc)
 
     def _execute(self, msg: StepMessage, redelivered: bool) -> Handled:
@@ -358,6 +362,15 @@ class StepExecutor:
         if final.concurrency_key:
             operations.hand_on(self.cluster, final)
         return final
+
+
+def infrastructure(exc: Exception) -> bool:
+    """Redis or the broker is in trouble (not the run): `INFRASTRUCTURE`, or the error kombu raises
+    when a publish (a Celery chord's) has spent its retries: its module is loaded by then."""
+    if isinstance(exc, INFRASTRUCTURE):
+        return True
+    kombu = sys.modules.get("kombu.exceptions")
+    return kombu is not None and isinstance(exc, kombu.OperationalError)
 
 
 def _error(snap: RunSnapshot, kind: str, message: str) -> dict[str, Any]:

@@ -16,6 +16,10 @@ depths before it can do harm:
 
 A refused message is counted and kept in the store's dead-letter list (`graphrunner queues
 --dead` shows it), logged once with what was wrong, and acknowledged: it is never redelivered.
+
+The consumer also names the cause when RabbitMQ closes its channel because a message was held
+longer than the broker's `consumer_timeout` (the worker then reconnects, see `cluster/app.py`),
+and leaves out Celery's native delayed delivery (ETA messages on quorum queues): unused.
 """
 
 from __future__ import annotations
@@ -40,6 +44,14 @@ from graphrunner.errors import BadMessage
 from graphrunner.store import DeadLetter, Store
 
 log = logging.getLogger("graphrunner.worker")
+CONSUMER_TIMED_OUT = (
+    "RabbitMQ closed this worker's channel: a step or foreach item held its message longer than "
+    "the broker's consumer_timeout (%s). The worker reconnects and the steps in flight finish, "
+    "but the broker delivers their messages again: those steps run again (only one commit "
+    "counts). Raise the broker's consumer_timeout above the longest node timeout (rabbitmq.conf, "
+    "or a consumer-timeout policy from RabbitMQ 3.12) and set GRAPHRUNNER_CONSUMER_TIMEOUT to it: "
+    "workers then refuse graphs whose nodes may run longer"
+)
 BODY_KEEP = 4096  # characters of a refused message's body kept in its dead letter
 SINK: list[Store] = []  # where this process's worker keeps dead letters (set when it starts)
 
@@ -234,6 +246,13 @@ def _queue(message: Any) -> str | None:
 class GuardedConsumer(Consumer):  # type: ignore[misc]
     """Celery's consumer, dead-lettering the messages it cannot serve instead of dropping them."""
 
+    class Blueprint(Consumer.Blueprint):  # type: ignore[misc]
+        """Celery's consumer steps but native delayed delivery: graphrunner sends no ETA or
+        countdown message (its timers are in Redis), so the 28 exchanges and quorum queues
+        Celery declares for them next to quorum queues would serve nothing."""
+
+        default_steps = [s for s in Consumer.Blueprint.default_steps if not s.endswith(":DelayedDelivery")]
+
     def on_unknown_message(self, body: Any, message: Any) -> None:
         """A message that is not a task message."""
         self._refuse(message, "not a Celery task message (no task header)")
@@ -252,6 +271,12 @@ class GuardedConsumer(Consumer):  # type: ignore[misc]
         """A message whose body cannot be decoded."""
         self._refuse(message, f"cannot decode the body: {exc}")
 
+    def on_connection_error_after_connected(self, exc: Exception) -> None:
+        """The connection or channel failed: name RabbitMQ's consumer timeout when it was that."""
+        if consumer_timed_out(exc):
+            log.error(CONSUMER_TIMED_OUT, exc)
+        super().on_connection_error_after_connected(exc)
+
     def _refuse(self, message: Any, reason: str) -> None:
         headers = message.headers if isinstance(message.headers, dict) else {}
         refuse(reason, task=headers.get("task"), queue=_queue(message), body=message.body, headers=headers)
@@ -259,3 +284,10 @@ class GuardedConsumer(Consumer):  # type: ignore[misc]
             message.ack()
         except Exception as exc:  # already acknowledged, or the connection is gone
             log.warning("could not acknowledge a refused message: %s", exc)
+
+
+def consumer_timed_out(exc: BaseException) -> bool:
+    """RabbitMQ closed the channel because a delivery went unacknowledged past consumer_timeout
+    (406 PRECONDITION_FAILED, "delivery acknowledgement on channel N timed out")."""
+    text = str(exc)
+    return getattr(exc, "reply_code", None) == 406 and "timed out" in text and "ack" in text

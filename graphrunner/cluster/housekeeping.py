@@ -8,7 +8,8 @@
   vouched for them, and run on another worker.
 - **Timers**: durable sleeps, retry backoffs and polls are timers in the store, not ETA
   messages a worker holds; every `TIMER_TICK` seconds a worker moves the due ones onto
-  their queues (one script call, atomic on a Redis broker).
+  their queues (one script call, atomic on a Redis broker; on RabbitMQ through their runs'
+  outboxes, so a broker that is away keeps them in the store, see `Publisher.pump`).
 - **Sweeps**: every `GRAPHRUNNER_SWEEP_INTERVAL` seconds a worker runs a sweeper pass (a
   lock keeps one pass at a time across the cluster).
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("graphrunner.worker")
 TIMER_TICK = 0.5  # seconds between two looks for due timers
+PUMP_BATCH = 100  # due timers taken at once
 
 
 class Housekeeper:
@@ -65,7 +67,7 @@ class Housekeeper:
     def tick(self) -> None:
         """One round: move due timers; sweep when a pass is due. Never raises."""
         try:
-            while self.cluster.publisher.pump(time.time()) >= 100:
+            while self.cluster.publisher.pump(time.time(), PUMP_BATCH) >= PUMP_BATCH:
                 pass  # a backlog of due timers: keep moving them
         except Exception as exc:
             log.warning("moving due timers failed (%s); will try again", exc)

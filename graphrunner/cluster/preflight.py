@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from typing import Any
 
-from graphrunner.cluster.context import check_store_url
+from graphrunner.cluster.app import check_queue_type
+from graphrunner.cluster.context import check_topology
 from graphrunner.errors import ConfigurationError, GraphrunnerError
+from graphrunner.model import DEFAULT_RETRY
+from graphrunner.services import INLINE_WAIT
 from graphrunner.settings import Settings
 
 log = logging.getLogger("graphrunner.worker")
@@ -16,18 +20,20 @@ REFUSED_POOLS = {"solo": "it runs steps in the worker's own loop, which then can
 
 
 def check_worker(settings: Settings, celery_args: Sequence[str]) -> None:
-    """Raise `ConfigurationError` for settings a worker cannot run with (see `check_stop_grace` too)."""
+    """Raise `ConfigurationError` for settings a worker cannot run with (see `check_stop_grace` and
+    `check_consumer_timeout` too)."""
     if not settings.redis_url:
         raise ConfigurationError(
             "GRAPHRUNNER_REDIS_URL is not set: a worker needs the Redis the cluster uses "
             "(e.g. redis://localhost:6379/0)"
         )
-    check_store_url(settings.redis_url)
+    check_topology(settings)
     if settings.visibility_timeout < MIN_VISIBILITY:
         raise ConfigurationError(
             f"GRAPHRUNNER_VISIBILITY_TIMEOUT is {settings.visibility_timeout}s: it must be at least "
             f"{MIN_VISIBILITY}s, or a message is delivered again while its worker still runs it"
         )
+    check_queue_type(settings)
     pool = pool_of(celery_args)
     if pool in REFUSED_POOLS:
         raise ConfigurationError(
@@ -67,11 +73,68 @@ def check_stop_grace(settings: Settings) -> None:
             )
 
 
+def check_consumer_timeout(settings: Settings) -> None:
+    """Refuse a graph on the graph path whose node may hold its message longer than RabbitMQ lets
+    a delivery go unacknowledged (GRAPHRUNNER_CONSUMER_TIMEOUT; RabbitMQ's 1800 s when unset).
+
+    Past it, RabbitMQ closes the worker's channel and delivers the message again while the step
+    still runs. Run it after the worker configuration is imported, as `check_stop_grace`.
+    """
+    limit = settings.ack_timeout
+    if limit is None:
+        return
+    prefetch = max(1, settings.prefetch)
+    for graph_id, name, node in timed_nodes(settings):
+        attempts, backoff = inline_attempts(node)
+        held = prefetch * (attempts * float(node.timeout) + backoff)
+        if held <= limit:
+            continue
+        why = f"its timeout, {float(node.timeout):g}s"
+        if attempts > 1:
+            why += (
+                f", for each of {attempts} attempts in one delivery (retries with a backoff up to "
+                f"{INLINE_WAIT:g}s are slept within the step)"
+            )
+        if prefetch > 1:
+            why += f", times GRAPHRUNNER_PREFETCH={prefetch} (a message waits behind other steps)"
+        source = "RabbitMQ's default" if settings.consumer_timeout is None else "the broker's"
+        raise ConfigurationError(
+            f"GRAPHRUNNER_CONSUMER_TIMEOUT is {limit}s ({source} consumer_timeout) but node '{name}' "
+            f"of graph '{graph_id}' may hold its message {held:g}s ({why}): RabbitMQ would close the "
+            "worker's channel and deliver the step again while it runs; raise consumer_timeout on the "
+            "broker (rabbitmq.conf, or a consumer-timeout policy on RabbitMQ 3.12+) and "
+            "GRAPHRUNNER_CONSUMER_TIMEOUT with it (0: the broker has no limit), or lower the node's "
+            "timeout"
+        )
+
+
+def inline_attempts(node: Any) -> tuple[int, float]:
+    """The most attempts of `node`'s action one delivery may run, and the longest backoff between
+    them: a retry whose backoff can be at most INLINE_WAIT is slept within the step."""
+    worst = (1, 0.0)
+    for policy in node.retry if node.retry is not None else DEFAULT_RETRY:
+        attempts, backoff = 1, 0.0
+        while attempts < policy.max_attempts:
+            shortest = min(policy.initial * policy.multiplier ** (attempts - 1), policy.max_delay)
+            if shortest > INLINE_WAIT or (shortest == INLINE_WAIT and policy.jitter > 0):
+                break  # this backoff is always longer: the step is suspended, its message acked
+            attempts += 1
+            backoff += min(shortest + policy.jitter, policy.max_delay, INLINE_WAIT)
+        worst = max(worst, (attempts, backoff))
+    return worst
+
+
 def node_timeouts(settings: Settings) -> Iterator[tuple[str, str, float]]:
     """(graph id, node, timeout) of every node with a timeout in the graphs on the graph path.
 
     A graph that does not load is skipped with a warning: its runs fail with the graph's own error.
     """
+    for graph_id, name, node in timed_nodes(settings):
+        yield graph_id, name, float(node.timeout)
+
+
+def timed_nodes(settings: Settings) -> Iterator[tuple[str, str, Any]]:
+    """(graph id, node name, node) of every node with a timeout in the graphs on the graph path."""
     from graphrunner.loading import load_graph
     from graphrunner.loading.locate import graph_files
 
@@ -82,6 +145,5 @@ def node_timeouts(settings: Settings) -> Iterator[tuple[str, str, float]]:
             log.warning("graph file %s does not load (%s); its node timeouts are not checked", path, exc)
             continue
         for name, node in graph.spec.nodes.items():
-            timeout = getattr(node, "timeout", None)
-            if timeout is not None:
-                yield graph.spec.id, name, float(timeout)
+            if getattr(node, "timeout", None) is not None:
+                yield graph.spec.id, name, node

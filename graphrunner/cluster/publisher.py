@@ -22,6 +22,8 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pydantic import ValidationError
+
 from graphrunner.cluster.broker import Broker, MemoryBroker, RedisBroker
 from graphrunner.cluster.envelope import Envelope
 from graphrunner.cluster.messages import ITEM_TASK, STEP_TASK, Outgoing
@@ -137,11 +139,15 @@ class Publisher:
         self.store.push(self.encode_all(outs), run_id)
         self.flush(run_id)
 
-    def flush(self, run_id: str) -> int:
-        """Publish what the run's outbox holds (nothing to do when direct); how many were published."""
+    def flush(self, run_id: str, committed: Sequence[Send] = (), held: int | None = None) -> int:
+        """Publish what the run's outbox holds (nothing to do when direct); how many were published.
+
+        A commit passes the messages it put in the outbox (`committed`) and how many the outbox
+        `held` after it: when those are all, they are published without reading the outbox.
+        """
         if self.store.direct:
             return 0
-        pending = self.store.outbox(run_id)
+        pending = list(committed) if committed and held == len(committed) else self.store.outbox(run_id)
         for send in pending:
             self.publish(send)
         if pending:
@@ -167,12 +173,35 @@ class Publisher:
             ) from exc
 
     def pump(self, now: float, limit: int = 100) -> int:
-        """Move durable timers due by `now` onto their queues; how many were moved."""
+        """Move durable timers due by `now` onto their queues; how many were taken.
+
+        On the store's own Redis the store's script pushes them (atomic). On another Redis they
+        are published (the sweeper sees a message that did not get there: `Broker.lost`).
+        RabbitMQ can be away for longer than a publish retries, and nothing can be looked for
+        on it: each timer goes into its run's outbox first, then the outboxes are published; a
+        broker that is away (or a worker that dies meanwhile) leaves them there for the sweeper.
+        """
         taken = self.store.pump_timers(now, limit)
-        if not self.store.direct:
+        if self.store.direct:
+            return len(taken)
+        if self.broker is not None:
             for send in taken:
                 self.publish(send)
+            return len(taken)
+        self._through_outboxes(taken)
         return len(taken)
+
+    def _through_outboxes(self, taken: Sequence[Send]) -> None:
+        runs: dict[str, None] = {}
+        for send in taken:
+            run_id = _run_of(send)
+            if run_id is None:  # names no run (none of graphrunner's): published as it is
+                self.publish(send)
+                continue
+            self.store.push([Send(send.queue, send.body, str(uuid.uuid4()))], run_id)  # into its outbox
+            runs[run_id] = None
+        for run_id in runs:
+            self.flush(run_id)  # raises when the broker is away: the rest wait in their outboxes
 
     def fan_out(self, join: Outgoing, items: Sequence[Outgoing]) -> None:
         """Send foreach item messages as a Celery chord whose body is `join` (the step's join)."""
@@ -206,3 +235,14 @@ class Publisher:
             self._own_app.close()
         if self.broker is not None and not self.store.direct:
             self.broker.close()
+
+
+def _run_of(send: Send) -> str | None:
+    """The run a timer's message belongs to (a step's first argument, an item's `run_id`)."""
+    try:
+        first = Outgoing.model_validate_json(send.body).args[0]
+    except (ValidationError, IndexError):
+        return None
+    if isinstance(first, dict):
+        first = first.get("run_id")
+    return first if isinstance(first, str) else None

@@ -56,6 +56,7 @@ class Committed:
     committed: bool
     current_step: int | None = None
     current_status: str | None = None
+    outbox: int = 0  # messages in the run's outbox once committed (its sends, and any left before)
 
 
 @dataclass(frozen=True)

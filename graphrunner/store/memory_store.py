@@ -142,7 +142,7 @@ class MemoryStore(MemoryAux):
             self._set_progress(snap.run_id, progress)
             if fence.status != snap.status.value:
                 self._restatus(run, fence.status, snap.status.value, now)
-            return Committed(True)
+            return Committed(True, outbox=len(self._outboxes.get(snap.run_id, ())))
 
     def _write(self, run: _Run, snap: RunSnapshot, now: int) -> None:
         run.fields.update(

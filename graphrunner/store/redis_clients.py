@@ -10,7 +10,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import redis
-from kombu.utils.url import maybe_sanitize_url
 from redis.cluster import RedisCluster
 
 from graphrunner.errors import ConfigurationError, StoreUnavailable
@@ -34,12 +33,13 @@ def single_client(url: str) -> redis.Redis:
 def cluster_client(url: str, shards: int) -> RedisCluster:
     """A client for the Redis Cluster `url` names, checked: every slot covered, `shards` agreed."""
     plain = _plain_url(url)
-    try:
-        client = RedisCluster.from_url(plain, decode_responses=True, **SOCKETS)
+    _check_node(plain, url)
+    try:  # coverage is checked below: a client that raises here cannot be closed
+        client = RedisCluster.from_url(plain, decode_responses=True, require_full_coverage=False, **SOCKETS)
     except redis.exceptions.RedisClusterException as exc:
-        raise _refusal(url, exc) from exc
+        raise ConfigurationError(f"cannot use the Redis Cluster at {_safe(url)} ({SETTING}): {exc}") from exc
     except redis.ConnectionError as exc:
-        raise StoreUnavailable(f"cannot reach the Redis Cluster at {_safe(url)} ({SETTING}): {exc}") from exc
+        raise _unreachable(url, exc) from exc
     try:
         _check_state(client, url)
         _agree_shards(client, shards)
@@ -59,26 +59,36 @@ def _plain_url(url: str) -> str:
     return f"{CLUSTER_SCHEMES[scheme]}://{rest.split('/', 1)[0]}"
 
 
-def _refusal(url: str, exc: Exception) -> ConfigurationError:
-    text = str(exc)
-    if "not enabled" in text.lower() or "cluster mode" in text.lower():
-        return ConfigurationError(
+def _check_node(plain: str, url: str) -> None:
+    """Refuse a node that is not in cluster mode, before a cluster client is built on it."""
+    with redis.Redis.from_url(plain, decode_responses=True, **SOCKETS) as node:
+        try:
+            enabled = str(node.info("cluster").get("cluster_enabled", 0)) == "1"
+        except redis.ConnectionError as exc:
+            raise _unreachable(url, exc) from exc
+    if not enabled:
+        raise ConfigurationError(
             f"{SETTING} names a Redis Cluster (redis+cluster://) but {_safe(url)} is not a cluster "
             "node (cluster mode is not enabled there); use redis:// for a single Redis"
         )
-    if "slots" in text.lower() and "covered" in text.lower():
-        return ConfigurationError(
-            f"the Redis Cluster at {_safe(url)} ({SETTING}) does not cover every slot: {text}"
-        )
-    return ConfigurationError(f"cannot use the Redis Cluster at {_safe(url)} ({SETTING}): {text}")
+
+
+def _unreachable(url: str, exc: Exception) -> StoreUnavailable:
+    return StoreUnavailable(f"cannot reach the Redis Cluster at {_safe(url)} ({SETTING}): {exc}")
 
 
 def _check_state(client: RedisCluster, url: str) -> None:
     info = client.cluster_info()
-    if info.get("cluster_state") != "ok" or int(info.get("cluster_slots_assigned", 0)) != 16384:
+    assigned = int(info.get("cluster_slots_assigned", 0))
+    if assigned != 16384:
         raise ConfigurationError(
-            f"the Redis Cluster at {_safe(url)} ({SETTING}) is not ready: cluster_state "
-            f"{info.get('cluster_state')}, {info.get('cluster_slots_assigned')} of 16384 slots assigned"
+            f"the Redis Cluster at {_safe(url)} ({SETTING}) does not cover every slot: {assigned} of "
+            "16384 slots are assigned to a master (redis-cli --cluster check names the missing ones)"
+        )
+    if info.get("cluster_state") != "ok":
+        raise ConfigurationError(
+            f"the Redis Cluster at {_safe(url)} ({SETTING}) is not ready: cluster_state is "
+            f"{info.get('cluster_state')} (redis-cli --cluster check says why)"
         )
 
 
@@ -95,5 +105,7 @@ def _agree_shards(client: RedisCluster, shards: int) -> None:
 
 
 def _safe(url: str) -> str:
-    """`url` without its password."""
+    """`url` without its password (kombu is imported only for an error: producers do without it)."""
+    from kombu.utils.url import maybe_sanitize_url
+
     return str(maybe_sanitize_url(url))

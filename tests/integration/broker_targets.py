@@ -24,3 +24,11 @@ def slow(path: str, seconds: float) -> dict[str, Any]:
         fh.write(f"{os.getpid()}\n")
     time.sleep(seconds)
     return {"slept": seconds}
+
+
+def pause(path: str, run: str, n: int, seconds: float) -> dict[str, Any]:
+    """Append `run n` to `path` (the step ran), sleep `seconds`, return `n + 1`."""
+    with Path(path).open("a") as fh:
+        fh.write(f"{run} {n}\n")
+    time.sleep(seconds)
+    return {"n": n + 1}

@@ -1,22 +1,28 @@
-"""The same graphs on both brokers: Redis (the store's own) and RabbitMQ (a private node).
+"""The same graphs on every topology: one Redis; a Redis and RabbitMQ (a private node); a Redis
+Cluster (three masters) with a Redis broker; a Redis Cluster with RabbitMQ and a Redis for
+Celery's chord counters.
 
-Each broker gets a Redis of its own for the run state and two `graphrunner worker` processes;
-the graphs, the client and the assertions are the same. What differs on AMQP: a worker that
-dies has its messages requeued by RabbitMQ when its connection drops (no visibility timeout),
-and messages go through the run's outbox (published after the commit) instead of being pushed
-by the commit script.
+Each topology gets two `graphrunner worker` processes; the graphs, the client and the
+assertions are the same. What differs on AMQP: a worker that dies has its messages requeued by
+RabbitMQ when its connection drops (no visibility timeout). With any broker other than the
+store's own Redis (AMQP, or a Redis beside a cluster), messages go through the run's outbox
+(published after the commit) instead of being pushed by the commit script.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rabbitmq_node import RabbitMQNode
+from redis_cluster import RedisCluster
 from support import uid
 from worker_procs import WorkerProcess, process_env
 
@@ -34,22 +40,42 @@ FAST = {
 }
 
 
-class Deployment:
-    """A Redis, a broker, two worker processes and a client, for one broker kind."""
+@dataclass(frozen=True)
+class Topology:
+    """Where the run state, the messages and Celery's chord counters live."""
 
-    def __init__(
-        self, broker: str, redis: EmbeddedRedis, broker_url: str | None, env: dict[str, Any], logs: Path
-    ):
-        self.broker = broker
-        self.redis_url, self.broker_url = redis.url, broker_url
-        self.env = {**env, **FAST, "GRAPHRUNNER_REDIS_URL": redis.url}
-        if broker_url:
-            self.env["GRAPHRUNNER_BROKER_URL"] = broker_url
+    name: str
+    store_url: str
+    broker_url: str | None = None
+    backend_url: str | None = None
+
+    def settings(self) -> Settings:
+        return Settings(
+            redis_url=self.store_url, broker_url=self.broker_url, result_backend_url=self.backend_url
+        )
+
+    def env(self) -> dict[str, str]:
+        named = {
+            "GRAPHRUNNER_REDIS_URL": self.store_url,
+            "GRAPHRUNNER_BROKER_URL": self.broker_url,
+            "GRAPHRUNNER_RESULT_BACKEND_URL": self.backend_url,
+        }
+        return {k: v for k, v in named.items() if v}
+
+
+class Deployment:
+    """A topology, two worker processes and a client."""
+
+    def __init__(self, topology: Topology, env: dict[str, Any], logs: Path):
+        self.topology = topology
+        self.broker = topology.name
+        self.redis_url, self.broker_url = topology.store_url, topology.broker_url
+        self.env = {**env, **FAST, **topology.env()}
         self.logs = logs
         self.workers = [self._start(n) for n in range(2)]
         for worker in self.workers:
             worker.wait_ready(timeout=60)
-        self.client = Client(settings=Settings(redis_url=redis.url, broker_url=broker_url))
+        self.client = Client(settings=topology.settings())
         self.started = 2
 
     def _start(self, n: int) -> WorkerProcess:
@@ -68,19 +94,41 @@ class Deployment:
             worker.stop()
 
 
-@pytest.fixture(scope="module", params=["redis", pytest.param("amqp", marks=pytest.mark.rabbitmq)])
+TOPOLOGIES = [
+    "redis",
+    pytest.param("amqp", marks=pytest.mark.rabbitmq),
+    "cluster+redis",
+    pytest.param("cluster+amqp", marks=pytest.mark.rabbitmq),
+]
+
+
+@pytest.fixture(scope="module", params=TOPOLOGIES)
 def deployment(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Deployment]:
-    broker: str = request.param
-    node: RabbitMQNode | None = request.getfixturevalue("rabbitmq") if broker == "amqp" else None
+    """One Redis (the broker too); a Redis and RabbitMQ; a Redis Cluster and a Redis broker (which
+    keeps the chord counters too); a Redis Cluster, RabbitMQ and a Redis for the chord counters."""
+    name: str = request.param
     with EmbeddedRedis() as redis:
-        logs = tmp_path_factory.mktemp(f"workers-{broker}")
-        deployed = Deployment(broker, redis, node.url if node else None, process_env(redis.url), logs)
+        topology = _topology(request, name, redis.url)
+        logs = tmp_path_factory.mktemp(f"workers-{name.replace('+', '-')}")
+        deployed = Deployment(topology, process_env(topology.store_url), logs)
         try:
             yield deployed
         finally:
             deployed.close()
+
+
+def _topology(request: pytest.FixtureRequest, name: str, redis_url: str) -> Topology:
+    amqp = request.getfixturevalue("rabbitmq").url if name.endswith("amqp") else None
+    if name == "redis":
+        return Topology(name, redis_url)
+    if name == "amqp":
+        return Topology(name, redis_url, amqp)
+    cluster: RedisCluster = request.getfixturevalue("redis_cluster")
+    if name == "cluster+redis":
+        return Topology(name, cluster.url, redis_url)
+    return Topology(name, cluster.url, amqp, backend_url=redis_url)
 
 
 @pytest.fixture
@@ -249,6 +297,44 @@ def test_cancel(cluster: Client, tmp_path: Path) -> None:
     assert run.wait(timeout=30).status == "cancelled"
 
 
+def test_the_cli_submits_waits_lists_and_shows_queues(deployment: Deployment, tmp_path: Path) -> None:
+    graph_id = f"brokers/cli-{uid()}"
+    graph = graph_file(
+        tmp_path,
+        f"""
+        id: {graph_id}
+        config: {{start: a}}
+        nodes:
+          a: {{action: {{tool: echo, params: {{x: "${{inputs.x}}"}}}}, next: done}}
+          done: {{type: return, output: "${{inputs.x}}"}}
+        inputs: {{x: {{type: string, required: true}}}}
+    """,
+    )
+    ids = [
+        json.loads(cli(deployment, "submit", str(graph), "-i", f"x={n}", "--json"))["run_id"] for n in "ab"
+    ]
+    results = [json.loads(cli(deployment, "wait", run_id, "--timeout", "60", "--json")) for run_id in ids]
+    assert [(r["status"], r["output"]) for r in results] == [("completed", "a"), ("completed", "b")]
+    listed = json.loads(cli(deployment, "list", "--graph", graph_id, "--json"))
+    assert [r["run_id"] for r in listed] == ids[::-1]  # newest first
+    queues = json.loads(cli(deployment, "queues", "--json"))
+    assert queues["dead_letters"] == 0 and isinstance(queues["queues"]["graphrunner"], int), queues
+
+
+def cli(deployment: Deployment, *args: str) -> str:
+    """`graphrunner ARGS` in this topology's environment; its stdout (it must exit 0)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "graphrunner", *args],
+        env=deployment.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, f"graphrunner {' '.join(args)}: {done.stderr}"
+    return done.stdout
+
+
 def test_a_worker_killed_mid_step(deployment: Deployment, cluster: Client, tmp_path: Path) -> None:
     started = tmp_path / "started.txt"
     graph = graph_file(
@@ -278,13 +364,17 @@ def test_a_worker_killed_mid_step(deployment: Deployment, cluster: Client, tmp_p
 
 
 # only on AMQP: with the Redis broker the broker is the store, whose login fails at connect
-@pytest.mark.parametrize("deployment", [pytest.param("amqp", marks=pytest.mark.rabbitmq)], indirect=True)
+@pytest.mark.parametrize(
+    "deployment",
+    [pytest.param(name, marks=pytest.mark.rabbitmq) for name in ("amqp", "cluster+amqp")],
+    indirect=True,
+)
 def test_a_broker_that_refuses_the_login_is_named_and_the_run_is_sent_later(
     deployment: Deployment, cluster: Client, tmp_path: Path
 ) -> None:
     assert deployment.broker_url is not None
     wrong = deployment.broker_url.replace("guest:guest", "guest:wrong")
-    producer = Client(settings=Settings(redis_url=deployment.redis_url, broker_url=wrong))
+    producer = Client(settings=replace(deployment.topology.settings(), broker_url=wrong))
     graph = graph_file(
         tmp_path,
         f"""

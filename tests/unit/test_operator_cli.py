@@ -173,8 +173,11 @@ def test_a_tool_plugin_that_does_not_load_is_named(monkeypatch: pytest.MonkeyPat
 @pytest.mark.parametrize(
     ("url", "message"),
     [
-        ("redis+cluster://127.0.0.1:7000/0", "a Redis Cluster as the state store is not supported yet"),
-        ("amqp://guest@localhost//", "must start with redis://, rediss:// or unix://, not 'amqp'"),
+        (
+            "redis+cluster://127.0.0.1:7000/0",
+            "GRAPHRUNNER_BROKER_URL is not set: GRAPHRUNNER_REDIS_URL names a Redis Cluster",
+        ),
+        ("amqp://guest@localhost//", "redis+cluster:// or rediss+cluster://, not 'amqp'"),
     ],
 )
 def test_worker_refuses_a_store_url_it_cannot_use(url: str, message: str) -> None:

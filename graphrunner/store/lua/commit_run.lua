@@ -9,7 +9,8 @@
 -- [8] snapshot JSON (without state and path), [9] state JSON, [10] now (ms),
 -- [11] progress deadline (ms; '' when the run is no longer running), [12] retention (s),
 -- [13] expiry member, then k and k transcript records, then w and w nodes walked, then sends
--- Returns {1} when committed, {0, current step, current status, current phase} when fenced off.
+-- Returns {1, outbox length} when committed, {0, current step, current status, current phase}
+-- when fenced off.
 local run = KEYS[1]
 local current = redis.call('HMGET', run, 'step', 'status', 'phase')
 local phase = current[3] or '0'
@@ -57,4 +58,4 @@ if old ~= new then
     redis.call('ZREM', KEYS[12], ARGV[13])
   end
 end
-return {1}
+return {1, redis.call('LLEN', KEYS[7])}
