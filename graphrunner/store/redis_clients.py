@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import redis
 from redis.cluster import RedisCluster
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from graphrunner.errors import ConfigurationError, StoreUnavailable
 from graphrunner.store import keys
@@ -30,8 +31,23 @@ def single_client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, decode_responses=True, **SOCKETS)
 
 
-def cluster_client(url: str, shards: int) -> RedisCluster:
-    """A client for the Redis Cluster `url` names, checked: every slot covered, `shards` agreed."""
+def cluster_client(url: str, shards: int, retry_seconds: float = 30.0) -> RedisCluster:
+    """A client for the Redis Cluster `url` names, checked: every slot covered, `shards` agreed.
+
+    A cluster that cannot be reached is tried again with backoff for `retry_seconds`, then
+    `StoreUnavailable` is raised; a cluster that answers but cannot be used is refused at once.
+    """
+    retrying = Retrying(
+        retry=retry_if_exception_type(StoreUnavailable),
+        wait=wait_exponential(multiplier=0.1, max=2),
+        stop=stop_after_delay(retry_seconds),
+        reraise=True,
+    )
+    client: RedisCluster = retrying(_connect, url, shards)
+    return client
+
+
+def _connect(url: str, shards: int) -> RedisCluster:
     plain = _plain_url(url)
     _check_node(plain, url)
     try:  # coverage is checked below: a client that raises here cannot be closed

@@ -195,7 +195,7 @@ class _ShardStream:
         )
 
     def take(self, entries: list[tuple[str, float]]) -> None:
-        """Keep a batch read by `queue_read`."""
+        """Keep a batch `read` returned."""
         if self.pos == 0 and entries and self.top == "+inf":
             self.top = int(entries[0][1])
         self.pos += len(entries)

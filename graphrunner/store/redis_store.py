@@ -84,7 +84,7 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
             return cls(single_client(url), **options)
         if direct:
             raise _no_cluster_broker()
-        return cls(cluster_client(url, shards), keyspace=KeySpace(shards), **options)
+        return cls(cluster_client(url, shards, retry_seconds), keyspace=KeySpace(shards), **options)
 
     # -- graphs ----------------------------------------------------------------------------------
 

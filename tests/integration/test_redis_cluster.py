@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 import redis
-from redis_cluster import RedisCluster
+from redis_cluster import RedisCluster, cluster_port
 from store_contract import snapshot
 
 from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
-from graphrunner.errors import ConfigurationError
+from graphrunner.errors import ConfigurationError, StoreUnavailable
 from graphrunner.settings import Settings
 from graphrunner.store import RedisStore
 from graphrunner.store.keys import KeySpace
@@ -78,6 +78,14 @@ def test_a_cluster_url_naming_a_single_redis_is_refused(private_redis: EmbeddedR
     url = private_redis.url.replace("redis://", "redis+cluster://")
     with pytest.raises(ConfigurationError, match=r"is not a cluster node \(cluster mode is not enabled"):
         Client(settings=Settings(redis_url=url, broker_url=private_redis.url))
+
+
+def test_a_cluster_that_cannot_be_reached_is_tried_again_then_named() -> None:
+    url = f"redis+cluster://127.0.0.1:{cluster_port()}/0"  # nothing listens there
+    with pytest.raises(
+        StoreUnavailable, match=r"cannot reach the Redis Cluster at .* \(GRAPHRUNNER_REDIS_URL\)"
+    ):
+        RedisStore.from_url(url, direct=False, retry_seconds=1)
 
 
 def test_a_cluster_needs_a_broker_of_its_own(redis_cluster: RedisCluster) -> None:
