@@ -13,6 +13,7 @@ from graphrunner.errors import ConfigurationError
 from graphrunner.settings import Settings
 
 RESTORE_EVERY = 2  # seconds between two looks (by every worker) for messages of a dead worker
+RESTORE_MUTEX = 10  # seconds a restore's mutex outlives a worker killed while holding it
 # RabbitMQ: a publish returns once the broker has taken the message (persistent, on a durable
 # queue), so a message the broker lost when it went away raises instead of leaving the outbox
 AMQP_OPTIONS: dict[str, Any] = {"confirm_publish": True}
@@ -73,7 +74,10 @@ def broker_options(settings: Settings) -> dict[str, Any]:
     """Transport options. RabbitMQ: `AMQP_OPTIONS` (publisher confirms).
 
     Redis: a dead worker's messages are restored `visibility_timeout` after it last vouched for
-    them, looked for every `RESTORE_EVERY` seconds.
+    them, looked for every `RESTORE_EVERY` seconds. One worker at a time restores, under a
+    mutex in Redis that kombu keeps for 5 minutes unless released: a worker SIGKILLed while it
+    held it stopped every restore (and every run whose message the dead worker held) for 5
+    minutes; `RESTORE_MUTEX` seconds bound that (a restore takes milliseconds).
 
     A live worker keeps vouching for the messages it holds (`housekeeping.Vouch`), however long
     it holds them, so a long step is never delivered twice. Connecting times out, and a health
@@ -86,6 +90,7 @@ def broker_options(settings: Settings) -> dict[str, Any]:
         "visibility_timeout": settings.visibility_timeout,
         "unacked_restore_interval": RESTORE_EVERY,
         "unacked_restore_throttle": 1,
+        "unacked_mutex_expire": RESTORE_MUTEX,
         "socket_connect_timeout": 5,
         "health_check_interval": 30,
     }

@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from support import lines, uid, wait_for
 from worker_procs import WorkerProcess
 
 from graphrunner import parse_graph
 from graphrunner.client import Client, RunHandle
+from graphrunner.cluster.app import RESTORE_MUTEX
 from graphrunner.cluster.envelope import Envelope
 from graphrunner.cluster.messages import STEP_TASK, Outgoing, StepMessage
 from graphrunner.cluster.worker import WorkerRuntime
@@ -212,6 +214,29 @@ def test_runs_go_through_the_outbox_when_the_broker_is_another_redis(
         worker.stop()
 
 
+def test_a_worker_killed_while_restoring_blocks_restores_for_seconds_not_minutes(
+    private_redis: EmbeddedRedis, worker_env: dict[str, Any], tmp_path: Path
+) -> None:
+    """Workers restore a dead worker's messages one at a time, under kombu's `unacked_mutex`
+    lock. A worker SIGKILLed while it held it used to stop every restore for kombu's default
+    5 minutes (a CI run lost two runs to it); the lock a worker takes now expires sooner."""
+    worker = start(env_for(worker_env, private_redis.url), tmp_path)
+    try:
+        with (
+            redis.Redis.from_url(private_redis.url, decode_responses=True) as client,
+            client.monitor() as log,
+        ):
+            deadline = time.monotonic() + 60
+            for entry in log.listen():
+                words = entry["command"].split()
+                if words[:2] == ["SET", "unacked_mutex"]:
+                    break
+                assert time.monotonic() < deadline, "no worker took the restore lock within 60 s"
+    finally:
+        worker.stop()
+    assert words[words.index("PX") + 1] == str(RESTORE_MUTEX * 1000)  # the lock's time to live, ms
+
+
 def test_an_outbox_message_of_a_worker_that_died_before_publishing_is_published_by_the_sweeper(
     private_redis: EmbeddedRedis,
     broker_redis: EmbeddedRedis,
@@ -226,7 +251,9 @@ def test_an_outbox_message_of_a_worker_that_died_before_publishing_is_published_
         run = client.submit(graph_of(COUNTER, tmp_path))
         broker = runtime.cluster.publisher.broker
         assert broker is not None and broker.redis.rpop(settings.queue) is not None  # taken here instead
-        monkeypatch.setattr(runtime.cluster.publisher, "flush", lambda run_id: 0)  # dies before publishing
+        monkeypatch.setattr(
+            runtime.cluster.publisher, "flush", lambda run_id, *sent: 0
+        )  # dies before publishing
         assert runtime.executor.execute(StepMessage(run_id=run.id, step=0)).outcome == "committed"
         assert len(client.store.outbox(run.id)) == 1 and broker.depths([settings.queue])[settings.queue] == 0
         worker = start(
