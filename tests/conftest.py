@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from rabbitmq_node import RabbitMQNode, RabbitMQUnavailable
+from rabbitmq_node import RabbitMQNode, started_node
 from redis_cluster import RedisCluster
 
 from graphrunner import Graph, RunResult, parse_graph
@@ -63,14 +63,8 @@ def rabbitmq() -> Iterator[RabbitMQNode]:
 
     Tests that use it carry the `rabbitmq` marker: `pytest -m "not rabbitmq"` deselects them.
     """
-    try:
-        node = RabbitMQNode().__enter__()
-    except RabbitMQUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with started_node() as node:
         yield node
-    finally:
-        node.stop()
 
 
 @pytest.fixture(scope="session")

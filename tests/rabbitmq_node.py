@@ -17,9 +17,11 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 INSTALL = "apt-get install rabbitmq-server (Debian/Ubuntu)"
 SCRIPTS = ("/usr/lib/rabbitmq/bin/rabbitmq-server",)  # what the Debian wrapper runs
@@ -172,3 +174,19 @@ def _terminate(proc: subprocess.Popen[bytes] | None) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+@contextmanager
+def started_node(**options: Any) -> Iterator[RabbitMQNode]:
+    """A private node for a fixture: the test fails (never skips) naming the cause when it cannot
+    start, and the node is stopped after."""
+    import pytest
+
+    try:
+        node = RabbitMQNode(**options).__enter__()
+    except RabbitMQUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield node
+    finally:
+        node.stop()

@@ -29,6 +29,7 @@ from graphrunner.store import (
     Created,
     DeadLetter,
     Fence,
+    RedisStore,
     RunPage,
     RunQuery,
     RunSummary,
@@ -684,3 +685,14 @@ class StoreContract:
 
     def test_ping_answers(self, store: Store) -> None:
         store.ping()
+
+
+class RedisStoreContract(StoreContract):
+    """The contract on a `RedisStore` (one Redis or a Redis Cluster): what a Redis subclass shares."""
+
+    def queued(self, store: Store, queue: str) -> list[str]:
+        assert isinstance(store, RedisStore)
+        return list(store.redis.lrange(queue, 0, -1))
+
+    def freeze_clock(self, monkeypatch: pytest.MonkeyPatch, ms: int) -> None:
+        monkeypatch.setattr("graphrunner.store.redis_store.now_ms", lambda: ms)

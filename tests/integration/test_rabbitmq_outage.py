@@ -18,13 +18,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rabbitmq_node import RabbitMQNode, RabbitMQUnavailable
-from support import uid
+from rabbitmq_node import RabbitMQNode, started_node
+from support import uid, wait_for
 from worker_procs import WorkerProcess, process_env
 
 from graphrunner.client import Client, RunHandle
@@ -40,22 +39,8 @@ FAST = {"GRAPHRUNNER_STALL_AFTER": "3", "GRAPHRUNNER_SWEEP_INTERVAL": "1"}
 @pytest.fixture
 def node() -> Iterator[RabbitMQNode]:
     """A private node of this test's own: it is stopped and started again."""
-    try:
-        server = RabbitMQNode().__enter__()
-    except RabbitMQUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with started_node() as server:
         yield server
-    finally:
-        server.stop()
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f}s: {what}")
-        time.sleep(0.1)
 
 
 def sleeping(run: RunHandle) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import amqp
 import pytest
-from rabbitmq_node import RabbitMQNode, RabbitMQUnavailable
+from rabbitmq_node import RabbitMQNode, started_node
 from support import uid
 from worker_procs import WorkerProcess, process_env
 
@@ -33,14 +33,8 @@ SHORT_TIMEOUT = {"consumer_timeout": 2000, "channel_tick_interval": 500}  # ms
 @pytest.fixture
 def impatient_node() -> Iterator[RabbitMQNode]:
     """A private node that takes back a delivery left unacknowledged for 2 s."""
-    try:
-        server = RabbitMQNode(rabbit=SHORT_TIMEOUT).__enter__()
-    except RabbitMQUnavailable as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
+    with started_node(rabbit=SHORT_TIMEOUT) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def test_a_step_longer_than_the_consumer_timeout_is_named_and_its_run_completes(

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import redis
 from redis_cluster import RedisCluster
-from support import uid
+from support import uid, wait_for
 from worker_procs import WorkerProcess, process_env
 
 from graphrunner.client import Client, RunHandle
@@ -92,7 +92,7 @@ def run_while(
     effects = tmp_path / "effects.txt"
     graph = counting_graph(tmp_path, effects)
     runs = [deployment.client.submit(graph, {"run": r}, run_id=r) for r in run_ids]
-    wait_for(lambda: all(len(run.steps()) >= 3 for run in runs), "every run under way")
+    wait_for(lambda: all(len(run.steps()) >= 3 for run in runs), 120, "every run under way")
     disturb(runs)
     for run in runs:
         result = run.wait(timeout=180)
@@ -136,13 +136,6 @@ def test_the_slot_of_a_shard_migrates_to_another_master_during_runs(
 # -- cluster operations -------------------------------------------------------------------------
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(0.1)
-
-
 def node(port: int) -> redis.Redis:
     return redis.Redis(host="127.0.0.1", port=port, decode_responses=True, socket_timeout=10)
 
@@ -174,9 +167,10 @@ def promote(port: int) -> None:
     """`CLUSTER FAILOVER` on a replica; wait until it is a master and the cluster is ok again."""
     with node(port) as client:
         client.execute_command("CLUSTER", "FAILOVER")
-    wait_for(lambda: role(port) == "master", f"replica {port} promoted")
+    wait_for(lambda: role(port) == "master", 120, f"replica {port} promoted")
     wait_for(
         lambda: all(_sees_master(other, port) for other in _ports(port)),
+        120,
         f"every node seeing {port} as master",
     )
 

@@ -11,13 +11,13 @@ from collections.abc import Iterator
 import pytest
 import redis
 from redis_cluster import RedisCluster
-from store_contract import StoreContract, StoreFactory
+from store_contract import RedisStoreContract, StoreFactory
 
 from graphrunner.store import RedisStore, Store
 from graphrunner.store.redis_store import RETENTION_SECONDS
 
 
-class TestRedisClusterStore(StoreContract):
+class TestRedisClusterStore(RedisStoreContract):
     """Every contract test, on an emptied Redis Cluster."""
 
     @pytest.fixture
@@ -41,10 +41,3 @@ class TestRedisClusterStore(StoreContract):
         yield make
         for store in made:
             store.close()
-
-    def queued(self, store: Store, queue: str) -> list[str]:
-        assert isinstance(store, RedisStore)
-        return list(store.redis.lrange(queue, 0, -1))
-
-    def freeze_clock(self, monkeypatch: pytest.MonkeyPatch, ms: int) -> None:
-        monkeypatch.setattr("graphrunner.store.redis_store.now_ms", lambda: ms)

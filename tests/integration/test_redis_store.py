@@ -6,16 +6,16 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from store_contract import StoreContract, StoreFactory
+from store_contract import RedisStoreContract, StoreFactory
 
 from graphrunner.embedded import EmbeddedRedis
-from graphrunner.store import RedisStore, Store
+from graphrunner.store import RedisStore
 from graphrunner.store.redis_store import RETENTION_SECONDS
 
 DATABASE = 5  # a database of the session's Redis that no other test uses
 
 
-class TestRedisStore(StoreContract):
+class TestRedisStore(RedisStoreContract):
     """Every contract test, on an empty database of the session's Redis."""
 
     @pytest.fixture
@@ -35,10 +35,3 @@ class TestRedisStore(StoreContract):
         yield make
         for store in made:
             store.close()
-
-    def queued(self, store: Store, queue: str) -> list[str]:
-        assert isinstance(store, RedisStore)
-        return list(store.redis.lrange(queue, 0, -1))
-
-    def freeze_clock(self, monkeypatch: pytest.MonkeyPatch, ms: int) -> None:
-        monkeypatch.setattr("graphrunner.store.redis_store.now_ms", lambda: ms)
