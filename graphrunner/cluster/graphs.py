@@ -41,7 +41,12 @@ class GraphCache:
         if stored is None:
             raise GraphNotFound(f"graph definition {content_hash[:12]} is not in the store")
         children = dict(stored.get("children") or {})
-        graph = parse_graph(stored["text"], file=stored.get("file"), children=self._specs(children))
+        graph = parse_graph(
+            stored["text"],
+            file=stored.get("file"),
+            children=self._specs(children),
+            default_id=stored.get("id"),
+        )
         with self._lock:
             self._graphs[content_hash] = graph
             self._children[content_hash] = children
@@ -53,7 +58,7 @@ class GraphCache:
         for graph_id, content_hash in children.items():
             stored = self.store.load_graph(content_hash)
             if stored is not None:
-                specs[graph_id] = parse_spec(stored["text"], stored.get("file"))
+                specs[graph_id] = parse_spec(stored["text"], stored.get("file"), stored.get("id"))
         return specs
 
     def child(self, parent: CompiledGraph, graph_id: str) -> CompiledGraph:

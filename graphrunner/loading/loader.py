@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from graphrunner.loading.yaml_source import YamlDocument, parse_yaml
 from graphrunner.model import GraphSpec
 from graphrunner.reducers import ReducerConfigError, Reducers, build_reducer
 from graphrunner.report import Issue, ValidationReport
+from graphrunner.rye.detect import blank_signatures, is_rye
 from graphrunner.settings import Settings
 from graphrunner.tools import ToolRegistry, default_registry
 from graphrunner.validation import analyse, check_spec
@@ -56,14 +58,17 @@ def parse_graph(
     registry: ToolRegistry | None = None,
     settings: Settings | None = None,
     children: Mapping[str, GraphSpec] | None = None,
+    default_id: str | None = None,
 ) -> Graph:
     """Load a graph from YAML text; raises `GraphValidationError`.
 
     `children` gives the specs of subgraphs by id (as stored with a submitted graph);
-    other subgraphs are looked up next to `file` and on the graph path.
+    other subgraphs are looked up next to `file` and on the graph path. A graph that names
+    no id of its own gets `default_id`, else the file's name.
     """
     settings = settings or Settings.from_env()
-    graph, report = _build(text, file, registry or default_registry(), settings, False, children=children)
+    registry = registry or default_registry()
+    graph, report = _build(text, file, registry, settings, False, default_id, children=children)
     if graph is None:
         raise GraphValidationError(report.errors, file)
     return graph
@@ -104,8 +109,9 @@ def _build(
     try:
         if len(text.encode()) > settings.max_graph_bytes:
             raise GraphValidationError([Issue("invalid_yaml", "graph text is over the size limit")], file)
-        doc = parse_yaml(text, file)
-        spec = _spec(doc, file, default_id)
+        doc = parse_yaml(blank_signatures(text), file)
+        notes: list[Issue] = []
+        spec = _spec(doc, file, default_id, notes)
     except GraphValidationError as exc:
         report.errors = [_locate(i, None, file) for i in exc.issues]
         return None, report
@@ -114,13 +120,15 @@ def _build(
     nodes, expr_issues = compile_nodes(spec)
     hooks, hook_issues = compile_hooks(spec.config.hooks)
     errors = check_spec(spec, registry.names(), lookup) + expr_issues + hook_issues
-    report.errors = _by_line([_locate(i, doc, file) for i in errors])
-    report.warnings = _by_line([_locate(i, doc, file) for i in analyse(spec, check_env)])
+    place = _places(doc.data)
+    report.errors = _by_line([_locate(place(i), doc, file) for i in errors])
+    warnings = [*notes, *analyse(spec, check_env)]
+    report.warnings = _by_line([_locate(place(i), doc, file) for i in warnings])
     if report.errors:
         return None, report
     graph = Graph(
         spec=spec,
-        content_hash=content_hash(doc.data),
+        content_hash=content_hash(_identified(doc.data, spec.id)),
         file=file,
         nodes=nodes,
         hooks=hooks,
@@ -133,13 +141,18 @@ def _build(
     return graph, report
 
 
-def parse_spec(text: str, file: str | None = None) -> GraphSpec:
+def parse_spec(text: str, file: str | None = None, default_id: str | None = None) -> GraphSpec:
     """The graph model of YAML text, without compiling or validating it as a whole."""
-    return _spec(parse_yaml(text, file), file)
+    return _spec(parse_yaml(blank_signatures(text), file), file, default_id)
 
 
-def _spec(doc: YamlDocument, file: str | None, default_id: str | None = None) -> GraphSpec:
-    """The graph model of a parsed document; without `id:` it is `default_id` or the file name."""
+def _spec(
+    doc: YamlDocument, file: str | None, default_id: str | None = None, notes: list[Issue] | None = None
+) -> GraphSpec:
+    """The graph model of a parsed document; without `id:` it is `default_id` or the file name.
+
+    A Rye graph file is translated first (`graphrunner.rye`); what that notes goes to `notes`.
+    """
     data = doc.data
     if not isinstance(data, dict):
         raise GraphValidationError(
@@ -153,13 +166,40 @@ def _spec(doc: YamlDocument, file: str | None, default_id: str | None = None) ->
             ],
             file,
         )
-    if "id" not in data and (default_id or file):
-        data = {"id": default_id or Path(file or "").stem, **data}
+    fallback_id = default_id or (Path(file).stem if file else None)
+    if is_rye(data):
+        data = _from_rye(doc, file, fallback_id, notes if notes is not None else [])
+    elif "id" not in data and fallback_id:
+        data = {"id": fallback_id, **data}
     try:
         return GraphSpec.model_validate(data)
     except ValidationError as exc:
-        issues = [_locate(i, doc, file) for i in schema_issues(exc, data)]
+        place = _places(doc.data)
+        issues = [_locate(place(i), doc, file) for i in schema_issues(exc, data)]
         raise GraphValidationError(issues, file) from None
+
+
+def _from_rye(
+    doc: YamlDocument, file: str | None, default_id: str | None, notes: list[Issue]
+) -> dict[str, Any]:
+    """graphrunner's document for a Rye graph file; raises `GraphValidationError` located in it."""
+    from graphrunner.rye.translate import RyeFileError, translate
+
+    try:
+        translation = translate(doc.data, default_id)
+    except RyeFileError as exc:
+        raise GraphValidationError([_locate(i, doc, file) for i in exc.issues], file) from None
+    notes.extend(translation.notes)
+    return translation.data
+
+
+def _places(data: Any) -> Callable[[Issue], Issue]:
+    """Maps an issue found in the graph model to where its file wrote it (a Rye file moves parts)."""
+    if not is_rye(data):
+        return lambda issue: issue
+    from graphrunner.rye.translate import relocate
+
+    return lambda issue: replace(issue, location=relocate(issue.location))
 
 
 def _locate(issue: Issue, doc: YamlDocument | None, file: str | None) -> Issue:
@@ -173,6 +213,14 @@ def _locate(issue: Issue, doc: YamlDocument | None, file: str | None) -> Issue:
 def _by_line(issues: list[Issue]) -> list[Issue]:
     """Issues in the order of the file (stable for issues on the same line)."""
     return sorted(issues, key=lambda i: i.line or 0)
+
+
+def _identified(data: Any, graph_id: str) -> Any:
+    """The document with the id it runs under: a file that names none gets it from where it was
+    found, and two such files with the same text but other ids are different graphs."""
+    if isinstance(data, dict) and "id" not in data:
+        return {**data, "id": graph_id}
+    return data
 
 
 def _reducers(spec: GraphSpec) -> Reducers:

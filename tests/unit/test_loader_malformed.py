@@ -185,3 +185,13 @@ def test_a_module_that_fails_to_import_is_reported(replace: str, code: str) -> N
         parse_graph(VALID.replace(replace, new), file="g.yaml", settings=Settings())
     [issue] = [i for i in info.value.issues if i.code == code]
     assert "RuntimeError: this module refuses to be imported" in issue.message
+
+
+def test_files_without_an_id_are_different_graphs_under_different_names(tmp_path: Path) -> None:
+    text = VALID.replace("id: t\n", "")
+    assert "id:" not in text
+    first, second = write(tmp_path, "first.yaml", text), write(tmp_path, "second.yaml", text)
+    graphs = [load_graph(p, settings=Settings()) for p in (first, second, first)]
+    assert [g.id for g in graphs] == ["first", "second", "first"]
+    assert graphs[0].content_hash != graphs[1].content_hash  # stored apart: each keeps its id
+    assert graphs[0].content_hash == graphs[2].content_hash
