@@ -9,10 +9,16 @@ from pathlib import Path
 from graphrunner.errors import ConfigurationError
 
 SINGLE_REDIS = ("redis://", "rediss://", "unix://")
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}  # and the scheme of each node
 
 QUEUE_TYPES = ("classic", "quorum")  # GRAPHRUNNER_QUEUE_TYPE
 AMQP_SCHEMES = ("amqp", "amqps", "pyamqp", "pyamqps", "librabbitmq")
 RABBITMQ_CONSUMER_TIMEOUT = 1800  # seconds: RabbitMQ's default `consumer_timeout` (30 min)
+
+
+def is_cluster_url(url: str) -> bool:
+    """Whether `url` names a Redis Cluster (`redis+cluster://` or `rediss+cluster://`)."""
+    return url.split("://", 1)[0] in CLUSTER_SCHEMES
 
 
 def _int(name: str, default: int) -> int:
@@ -135,7 +141,7 @@ class Settings:
     @property
     def clustered(self) -> bool:
         """The state store is a Redis Cluster (`redis+cluster://` or `rediss+cluster://`)."""
-        return (self.redis_url or "").startswith(("redis+cluster://", "rediss+cluster://"))
+        return is_cluster_url(self.redis_url or "")
 
     def result_backend(self) -> str:
         """The Redis where Celery keeps chord counters (foreach items): GRAPHRUNNER_RESULT_BACKEND_URL,

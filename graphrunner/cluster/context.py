@@ -19,7 +19,7 @@ from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import ConfigurationError
 from graphrunner.services.records import AnyRecord
-from graphrunner.settings import Settings
+from graphrunner.settings import CLUSTER_SCHEMES, SINGLE_REDIS, Settings
 from graphrunner.store import Created, Fence, RedisStore, Store
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ class Cluster:
         self.store.close()
 
 
-STORE_SCHEMES = ("redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://")
+STORE_SCHEMES = (*SINGLE_REDIS, *(f"{scheme}://" for scheme in CLUSTER_SCHEMES))
 
 
 def check_topology(settings: Settings) -> None:

@@ -192,14 +192,15 @@ class Publisher:
         return len(taken)
 
     def _through_outboxes(self, taken: Sequence[Send]) -> None:
-        runs: dict[str, None] = {}
+        runs: dict[str, list[Send]] = {}
         for send in taken:
             run_id = _run_of(send)
             if run_id is None:  # names no run (none of graphrunner's): published as it is
                 self.publish(send)
                 continue
-            self.store.push([Send(send.queue, send.body, str(uuid.uuid4()))], run_id)  # into its outbox
-            runs[run_id] = None
+            runs.setdefault(run_id, []).append(Send(send.queue, send.body, str(uuid.uuid4())))
+        for run_id, sends in runs.items():
+            self.store.push(sends, run_id)  # into its outbox: one write per run
         for run_id in runs:
             self.flush(run_id)  # raises when the broker is away: the rest wait in their outboxes
 

@@ -14,16 +14,11 @@ from redis.cluster import RedisCluster
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from graphrunner.errors import ConfigurationError, StoreUnavailable
+from graphrunner.settings import CLUSTER_SCHEMES
 from graphrunner.store import keys
 
-CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 SOCKETS: dict[str, Any] = {"socket_connect_timeout": 2, "socket_timeout": 15, "health_check_interval": 30}
 SETTING = "GRAPHRUNNER_REDIS_URL"
-
-
-def is_cluster_url(url: str) -> bool:
-    """Whether `url` names a Redis Cluster (`redis+cluster://` or `rediss+cluster://`)."""
-    return url.split("://", 1)[0] in CLUSTER_SCHEMES
 
 
 def single_client(url: str) -> redis.Redis:

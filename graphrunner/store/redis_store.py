@@ -19,6 +19,7 @@ import redis
 
 from graphrunner.engine import RunSnapshot
 from graphrunner.errors import ConfigurationError
+from graphrunner.settings import is_cluster_url
 from graphrunner.store import keys
 from graphrunner.store.base import Committed, Created, Fence, Send, Sent, StepEntry, now_ms
 from graphrunner.store.keys import KeySpace, Shard
@@ -30,7 +31,7 @@ from graphrunner.store.redis_aux import (
     KeysMixin,
     LivenessMixin,
 )
-from graphrunner.store.redis_clients import cluster_client, is_cluster_url, single_client
+from graphrunner.store.redis_clients import cluster_client, single_client
 from graphrunner.store.redis_index import RunIndex, expiry_member
 
 RETENTION_SECONDS = 7 * 24 * 3600  # finished runs expire after this (GRAPHRUNNER_RETENTION)
@@ -53,7 +54,11 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
     ) -> None:
         super().__init__(client, retry_seconds=retry_seconds, url=url, keyspace=keyspace)
         if self.keys.clustered and direct:
-            raise _no_cluster_broker()
+            raise ConfigurationError(
+                "GRAPHRUNNER_REDIS_URL names a Redis Cluster, which cannot be the broker (Celery has "
+                "no Redis Cluster transport): set GRAPHRUNNER_BROKER_URL to RabbitMQ (amqp://) or a "
+                "separate Redis"
+            )
         self.direct = direct
         self.retention_seconds = retention_seconds
         self._create = self.script("create_run.lua", sends=True)
@@ -82,8 +87,6 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         options["retention_seconds"] = retention_seconds
         if not is_cluster_url(url):
             return cls(single_client(url), **options)
-        if direct:
-            raise _no_cluster_broker()
         return cls(cluster_client(url, shards, retry_seconds), keyspace=KeySpace(shards), **options)
 
     # -- graphs ----------------------------------------------------------------------------------
@@ -334,13 +337,6 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
     def page_runs(self, query: RunQuery) -> RunPage:
         """A page of runs matching `query`, newest first, and the cursor of the next page."""
         return self.index.page(query)
-
-
-def _no_cluster_broker() -> ConfigurationError:
-    return ConfigurationError(
-        "GRAPHRUNNER_REDIS_URL names a Redis Cluster, which cannot be the broker (Celery has no Redis "
-        "Cluster transport): set GRAPHRUNNER_BROKER_URL to RabbitMQ (amqp://) or a separate Redis"
-    )
 
 
 def _meta(snap: RunSnapshot) -> str:
