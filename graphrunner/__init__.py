@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from graphrunner.model import END
     from graphrunner.report import Issue, ValidationReport
     from graphrunner.results import RunResult
-    from graphrunner.tools import Tool, ToolContext, register_tool
+    from graphrunner.tools import Tool, ToolContext, register_rye_alias, register_tool
 
 __version__ = "0.1.0"
 
@@ -64,6 +64,7 @@ __all__ = [
     "ValidationReport",
     "load_graph",
     "parse_graph",
+    "register_rye_alias",
     "register_tool",
 ]
 
@@ -82,6 +83,7 @@ _LAZY = {
     "ValidationReport": "graphrunner.report",
     "load_graph": "graphrunner.loading",
     "parse_graph": "graphrunner.loading",
+    "register_rye_alias": "graphrunner.tools",
     "register_tool": "graphrunner.tools",
 }
 

@@ -7,7 +7,7 @@ does not compile, so one load reports every bad expression with where it is.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graphrunner import namespaces as ns
@@ -42,6 +42,7 @@ class CompiledNext:
     branches: tuple[tuple[str, CompiledCondition | None], ...] = ()
     fn: Callable[..., Any] | None = None
     fn_ref: str | None = None
+    unmatched_ends: bool = False  # a Rye graph: no branch matching ends the run, as the walker does
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,8 @@ class CompiledNode:
     over: Template | None = None
     output: Template | None = None
     child_inputs: dict[str, Template] = field(default_factory=dict)
+    rye: bool = False  # of a Rye graph file: the walker's result envelope and comparisons apply
+    permissions: tuple[str, ...] | None = None  # a Rye file's permissions, checked beside capabilities
 
 
 @dataclass(frozen=True)
@@ -70,8 +73,9 @@ class CompiledHook:
 class _Collector:
     """Compiles sites and turns failures into issues with a location."""
 
-    def __init__(self) -> None:
+    def __init__(self, rye: bool = False) -> None:
         self.issues: list[Issue] = []
+        self.rye = rye
 
     def template(self, value: Any, names: frozenset[str], node: str | None, where: str) -> Template:
         try:
@@ -91,7 +95,7 @@ class _Collector:
         self, cond: Any, names: frozenset[str], node: str | None, where: str
     ) -> CompiledCondition | None:
         try:
-            return compile_condition(cond, names)
+            return compile_condition(cond, names, rye=self.rye)
         except ExpressionError as exc:
             self._bad(exc, node, where)
             return None
@@ -106,20 +110,24 @@ class _Collector:
 
 def compile_nodes(spec: GraphSpec) -> tuple[dict[str, CompiledNode], list[Issue]]:
     """Compile every node; returns the compiled nodes and the issues found."""
-    collector = _Collector()
-    nodes = {name: _compile_node(name, node, collector) for name, node in spec.nodes.items()}
+    collector = _Collector(spec.rye)
+    nodes = {
+        name: replace(_compile_node(name, node, collector), rye=spec.rye, permissions=spec.permissions)
+        for name, node in spec.nodes.items()
+    }
     return nodes, collector.issues
 
 
-def compile_hooks(hooks: tuple[Hook, ...]) -> tuple[tuple[CompiledHook, ...], list[Issue]]:
-    """Compile the graph's hooks."""
-    c = _Collector()
+def compile_hooks(hooks: tuple[Hook, ...], rye: bool = False) -> tuple[tuple[CompiledHook, ...], list[Issue]]:
+    """Compile the graph's hooks; a Rye graph's hooks read the event's data at the top level."""
+    c = _Collector(rye)
+    names = ns.RYE_HOOK if rye else ns.HOOK
     out = []
     for i, hook in enumerate(hooks):
         where = f"config.hooks.{i}"
-        when = c.condition(hook.when, ns.HOOK, None, f"{where}.when") if hook.when is not None else None
+        when = c.condition(hook.when, names, None, f"{where}.when") if hook.when is not None else None
         out.append(
-            CompiledHook(hook, when, c.params(hook.action.params, ns.HOOK, None, f"{where}.action.params"))
+            CompiledHook(hook, when, c.params(hook.action.params, names, None, f"{where}.action.params"))
         )
     return tuple(out), c.issues
 
@@ -185,7 +193,7 @@ def _compile_next(spec: Next, node: str, c: _Collector) -> CompiledNext:
         where = f"nodes.{node}.next.{i}.when"
         when = c.condition(branch.when, ns.WITH_RESULT, node, where) if branch.when is not None else None
         branches.append((branch.to, when))
-    return CompiledNext(branches=tuple(branches))
+    return CompiledNext(branches=tuple(branches), unmatched_ends=c.rye)
 
 
 @dataclass(frozen=True, eq=False)

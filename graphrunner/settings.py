@@ -93,6 +93,7 @@ class Settings:
     max_redeliveries: int = 5  # redeliveries of one step (or item) before it is a poison message
     worker_config: str | None = None  # a team's worker configuration: a .py file or a module name
     stop_grace: int | None = None  # seconds the platform grants between SIGTERM and SIGKILL
+    rye_tools: str = ""  # Rye ids of registered tools: comma-separated `rye/id=tool_name` pairs
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -127,6 +128,7 @@ class Settings:
             stop_grace=_positive("GRAPHRUNNER_STOP_GRACE", 1)
             if os.environ.get("GRAPHRUNNER_STOP_GRACE")
             else None,
+            rye_tools=os.environ.get("GRAPHRUNNER_RYE_TOOLS", "").strip(),
         )
 
     def with_redis(self, url: str) -> Settings:

@@ -20,3 +20,4 @@ class ActionCall:
     cache: bool = False
     queue: str | None = None
     item_index: int | None = None
+    rye: bool = False  # a Rye graph's dispatch: its result is unwrapped as the walker does

@@ -21,13 +21,18 @@ CONTROLS: tuple[Control, ...] = ("retry", "continue", "fail")
 def hook_calls(
     hooks: Iterable[CompiledHook], event: str, snap: RunSnapshot, now: datetime, **data: Any
 ) -> list[ActionCall]:
-    """The dispatches of `hooks` for `event`, in order; a hook whose `when` fails to evaluate is skipped."""
+    """The dispatches of `hooks` for `event`, in order; a hook whose `when` fails to evaluate is skipped.
+
+    The event's data is `event.<key>`; a Rye graph's hooks (`rye`) also read it as `<key>`.
+    """
+    flat = {k: v for k, v in data.items() if k in ns.RYE_HOOK_DATA}
     ctx = ns.context(
         state=snap.state,
         inputs=snap.inputs,
         run=snap.run_namespace(),
         now=now,
         event={"name": event, **data},
+        **flat,
     )
     calls = []
     for hook in hooks:

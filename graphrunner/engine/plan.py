@@ -68,7 +68,8 @@ def _action_plan(
         call = build_call(node, node.params.render(eval_context(snap, now)))
     except ExpressionError as exc:
         return StepPlan(node.name, step, "action", failure=_bad_params(node.name, exc))
-    return StepPlan(node.name, step, "action", call=call, failure=denied(snap.capabilities, call))
+    failure = denied(snap.capabilities, call, permissions=node.permissions)
+    return StepPlan(node.name, step, "action", call=call, failure=failure)
 
 
 def build_call(node: CompiledNode, params: Any, item_index: int | None = None) -> ActionCall:
@@ -85,6 +86,7 @@ def build_call(node: CompiledNode, params: Any, item_index: int | None = None) -
         cache=spec.cache_result,
         queue=spec.queue,
         item_index=item_index,
+        rye=node.rye,
     )
 
 
@@ -99,7 +101,7 @@ def item_call(
     except ExpressionError as exc:
         return _bad_params(node.name, exc)
     call = build_call(node, params, index)
-    return denied(snap.capabilities, call) or call
+    return denied(snap.capabilities, call, permissions=node.permissions) or call
 
 
 def _foreach_plan(
@@ -128,7 +130,7 @@ def _subgraph_plan(
         values = {k: t.render(ctx) for k, t in node.child_inputs.items()}
     except ExpressionError as exc:
         return StepPlan(node.name, step, "subgraph", failure=_bad_params(node.name, exc, "inputs"))
-    failure = denied(snap.capabilities, None, graph_id=spec.graph)
+    failure = denied(snap.capabilities, None, graph_id=spec.graph, permissions=node.permissions)
     return StepPlan(node.name, step, "subgraph", child_graph=spec.graph, child_values=values, failure=failure)
 
 

@@ -37,6 +37,8 @@ def _by_branches(nxt: CompiledNext, context: Mapping[str, Any], node: str) -> st
             raise NodeError(
                 f"node '{node}': next condition failed: {exc}", node=node, category="edge_exception"
             ) from exc
+    if nxt.unmatched_ends:
+        return END
     raise RoutingError(f"node '{node}': no branch of next matched and there is no default branch", node=node)
 
 

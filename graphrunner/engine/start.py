@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -37,6 +38,8 @@ def begin(
     valid_inputs = check_inputs(graph.spec, inputs)
     check_size(valid_inputs, max_state_bytes, f"the inputs of graph '{graph.id}'")
     first = initial_state(graph.spec, state)
+    if graph.spec.rye:  # the walker seeds its state with the inputs: `state.inputs.x`
+        first.setdefault("inputs", copy.deepcopy(valid_inputs))
     check_state(graph.spec, first, "the start of the run")
     check_size(first, max_state_bytes, f"the initial state of graph '{graph.id}'")
     assert graph.spec.config.start is not None

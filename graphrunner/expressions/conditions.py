@@ -89,6 +89,34 @@ def _contains(container: Any, member: Any) -> bool:
     return False
 
 
+def _number(value: Any) -> float | None:
+    """`value` as a number when it is one or is text that reads as one (`"2\n"`), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _walker(op: Callable[[Any, Any], bool], ordered: bool) -> Callable[[Any, Any], bool]:
+    """The walker's comparison: values that arrive as text compare as numbers when both read as
+    numbers (ordered ops), or when one side is a number (eq, ne); anything else as `op` does."""
+
+    def test(left: Any, right: Any) -> bool:
+        a, b = _number(left), _number(right)
+        numeric = ordered or isinstance(left, int | float) or isinstance(right, int | float)
+        if a is not None and b is not None and numeric:
+            return bool(WALKER_NUMERIC[op](a, b))
+        return op(left, right)
+
+    return test
+
+
 OPS: dict[str, Callable[[Any, Any], bool]] = {
     "eq": _equal,
     "ne": lambda a, b: not _equal(a, b),
@@ -102,12 +130,25 @@ OPS: dict[str, Callable[[Any, Any], bool]] = {
     "exists": lambda a, b: a is not None,
     "truthy": lambda a, b: bool(a),
 }
+WALKER_NUMERIC: dict[Callable[[Any, Any], bool], Callable[[float, float], bool]] = {
+    OPS["eq"]: lambda a, b: a == b,
+    OPS["ne"]: lambda a, b: a != b,
+    OPS["gt"]: lambda a, b: a > b,
+    OPS["gte"]: lambda a, b: a >= b,
+    OPS["lt"]: lambda a, b: a < b,
+    OPS["lte"]: lambda a, b: a <= b,
+}
+# a Rye graph's conditions (`rye=True`): comparisons of text that reads as numbers are numeric
+RYE_OPS = {
+    **OPS,
+    **{name: _walker(OPS[name], name not in ("eq", "ne")) for name in ("eq", "ne", "gt", "gte", "lt", "lte")},
+}
 
 
 class PathCondition:
     """`{path, op, value}`: `value` may itself be interpolated."""
 
-    def __init__(self, cond: StructuredCondition, namespaces: frozenset[str]) -> None:
+    def __init__(self, cond: StructuredCondition, namespaces: frozenset[str], rye: bool = False) -> None:
         assert cond.path is not None and cond.op is not None
         self.source = f"{cond.path} {cond.op} {describe(cond.value)}"
         path = parse_fallback(cond.path)
@@ -115,6 +156,7 @@ class PathCondition:
             raise ExpressionError(f"condition path {cond.path!r} is not a dotted path", cond.path)
         self.expr = compile_expression(cond.path, namespaces)
         self.op = cond.op
+        self.ops = RYE_OPS if rye else OPS
         self.value: Template = compile_template(cond.value, namespaces)
         self.pattern: re.Pattern[str] | None = None
         if self.op == "matches" and isinstance(self.value, Constant):
@@ -127,7 +169,7 @@ class PathCondition:
             if self.op == "matches":
                 pattern = self.pattern or _regex(right)
                 return isinstance(left, str) and pattern.search(left) is not None
-            return OPS[self.op](left, right)
+            return self.ops[self.op](left, right)
         except Exception as exc:  # values too deep to compare, and the like
             raise evaluation_error(self.source, exc) from None
 
@@ -170,15 +212,16 @@ class Combined:
         return [q for p in self.parts for q in p.paths()]
 
 
-def compile_condition(cond: Condition, namespaces: frozenset[str]) -> CompiledCondition:
-    """Compile a `when`; raises `ExpressionError` for a malformed one."""
+def compile_condition(cond: Condition, namespaces: frozenset[str], rye: bool = False) -> CompiledCondition:
+    """Compile a `when`; raises `ExpressionError` for a malformed one. A Rye graph's structured
+    conditions (`rye`) compare as the walker's condition evaluator does."""
     if isinstance(cond, str):
         parts = split_template(cond.strip())
         source = parts[0][1] if len(parts) == 1 and parts[0][0] else cond
         return ExpressionCondition(source, compile_expression(source, namespaces))
     if cond.path is not None:
-        return PathCondition(cond, namespaces)
+        return PathCondition(cond, namespaces, rye)
     if cond.not_ is not None:
-        return Combined("not", [compile_condition(cond.not_, namespaces)])
+        return Combined("not", [compile_condition(cond.not_, namespaces, rye)])
     kind, members = ("all", cond.all) if cond.all is not None else ("any", cond.any or ())
-    return Combined(kind, [compile_condition(c, namespaces) for c in members])
+    return Combined(kind, [compile_condition(c, namespaces, rye) for c in members])

@@ -118,7 +118,7 @@ def _build(
     report.graph_id, report.node_count = spec.id, len(spec.nodes)
     lookup = _ChildLookup(file, settings, children)
     nodes, expr_issues = compile_nodes(spec)
-    hooks, hook_issues = compile_hooks(spec.config.hooks)
+    hooks, hook_issues = compile_hooks(spec.config.hooks, spec.rye)
     errors = check_spec(spec, registry.names(), lookup) + expr_issues + hook_issues
     place = _places(doc.data)
     report.errors = _by_line([_locate(place(i), doc, file) for i in errors])

@@ -9,6 +9,8 @@ from pydantic import Field, model_validator
 from graphrunner.model.base import Model
 
 RYE_KEYS = ("primary", "item_type", "item_id")
+RYE_KINDS = ("tool", "directive")  # the kinds an action may execute; `kind:` prefixes an item_id
+DIRECTIVE = "directive:"  # a directive is looked up as the tool `directive:<id>`
 
 
 class Action(Model):
@@ -20,15 +22,36 @@ class Action(Model):
     @model_validator(mode="before")
     @classmethod
     def _rye_form(cls, data: Any) -> Any:
-        """Rye's `{primary: execute, item_type: tool, item_id: X, params}` means `{tool: X}`."""
+        """Rye's `{primary: execute, item_type: tool, item_id: X, params}` means `{tool: X}`;
+        `item_id: "tool:X"` names the kind in the id, and a directive is the tool `directive:X`."""
         if not isinstance(data, dict) or not any(k in data for k in RYE_KEYS):
             return data
         if "tool" in data:
             raise ValueError("an action takes either 'tool' or Rye's 'item_id' form, not both")
-        if data.get("primary", "execute") != "execute" or data.get("item_type", "tool") != "tool":
-            raise ValueError("only Rye actions with primary 'execute' and item_type 'tool' are supported")
+        if data.get("primary", "execute") != "execute":
+            raise ValueError(
+                f"Rye primary {data.get('primary')!r} is not supported: an action executes a tool "
+                "(primary: execute); fetch and sign have no meaning in graphrunner"
+            )
         rest = {k: v for k, v in data.items() if k not in RYE_KEYS}
-        return {"tool": data.get("item_id"), **rest}
+        return {"tool": rye_tool_name(data.get("item_type", "tool"), data.get("item_id")), **rest}
+
+
+def rye_tool_name(item_type: Any, item_id: Any) -> Any:
+    """The tool name of a Rye `item_type` and `item_id` (which may carry a `kind:` prefix)."""
+    if not isinstance(item_id, str):
+        return item_id  # the model reports the wrong type
+    kind, sep, rest = item_id.partition(":")
+    if sep and "/" not in kind:
+        if kind not in RYE_KINDS:
+            raise ValueError(
+                f"unknown kind prefix '{kind}:' in item_id {item_id!r}; a Rye action executes "
+                f"{' or '.join(k + ':' for k in RYE_KINDS)}"
+            )
+        item_type, item_id = kind, rest
+    if item_type not in RYE_KINDS:
+        raise ValueError(f"Rye item_type {item_type!r} cannot be executed here; use {' or '.join(RYE_KINDS)}")
+    return DIRECTIVE + item_id if item_type == "directive" else item_id
 
 
 class RetryPolicy(Model):

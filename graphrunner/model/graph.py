@@ -14,6 +14,7 @@ from graphrunner.model.nodes import ErrorMode, Node
 from graphrunner.model.state import InputField, StateField
 
 HookEvent = Literal["graph_started", "after_step", "error", "limit", "graph_completed"]
+Dialect = Literal["graphrunner", "rye"]  # whose semantics a graph runs with: see docs/running-rye-graphs.md
 
 
 class Hook(Model):
@@ -45,6 +46,13 @@ class GraphSpec(Model):
     state: dict[str, StateField] = Field(default_factory=dict)
     config: GraphConfig = GraphConfig()
     nodes: dict[str, Node] = Field(min_length=1)
+    dialect: Dialect = "graphrunner"  # "rye" for a Rye graph file: set by the loader, never written
+    permissions: tuple[str, ...] | None = None  # a Rye file's capabilities (rye.<primary>.<type>.<id>)
+
+    @property
+    def rye(self) -> bool:
+        """True for a graph loaded from a Rye graph file: it runs with the walker's semantics."""
+        return self.dialect == "rye"
 
     @field_validator("version", mode="before")
     @classmethod

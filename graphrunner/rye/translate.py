@@ -14,11 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphrunner.report import Issue
+from graphrunner.rye.permissions import capability_problem
 from graphrunner.rye.schema import SchemaError, inputs_of
 
 WALKER_MAX_STEPS = 100  # the walker's default when `config.max_steps` is not written
 RUNTIMES = ("rye/core/runtimes/state-graph", "rye/core/runtimes/state_graph")  # executor_id prefixes
-ENVELOPE = {"version", "tool_type", "executor_id", "category", "description", "tool_id", "config_schema"}
+ENVELOPE = {"version", "tool_type", "executor_id", "category", "description", "tool_id"} | {
+    "config_schema",
+    "permissions",
+}
+WALKER_OPS = {"regex": "matches"}  # the walker's op names that graphrunner spells otherwise
+GRAPH_TOOL = "graphs/"  # `tool:graphs/<id>` runs another graph as a tool: a subgraph node here
 NATIVE_ONLY = ("nodes", "state", "inputs", "id", "hooks")  # graphrunner's keys: not beside a Rye `config`
 CONFIG_KEYS = {
     "start": "start",
@@ -61,7 +67,7 @@ def translate(data: dict[str, Any], default_id: str | None) -> Translation:
         raise _error(
             "rye_missing_config", "a Rye graph file keeps its graph under 'config:' (a mapping)", "config"
         )
-    native: dict[str, Any] = {"id": data.get("tool_id") or default_id or "graph"}
+    native: dict[str, Any] = {"id": data.get("tool_id") or default_id or "graph", "dialect": "rye"}
     for key in ("version", "description"):
         if key in data:
             native[key] = data[key]
@@ -69,6 +75,8 @@ def translate(data: dict[str, Any], default_id: str | None) -> Translation:
         native["inputs"] = inputs_of(data["config_schema"], notes) if "config_schema" in data else {}
     except SchemaError as exc:
         raise RyeFileError([exc.issue]) from None
+    if "permissions" in data:
+        native["permissions"] = _permissions(data["permissions"])
     native["state"] = _state(config.get("state", {}))
     native["config"] = _config(config)
     native["nodes"] = _nodes(config.get("nodes"))
@@ -105,13 +113,6 @@ def _check_envelope(data: dict[str, Any], notes: list[Issue]) -> None:
             f"tool_type is {data['tool_type']!r}: only Rye graph tools run here",
             "tool_type",
         )
-    if "permissions" in data:
-        raise _error(
-            "rye_unsupported",
-            "Rye 'permissions' are not enforced by graphrunner yet, and a graph is not run without "
-            "them (fail-closed): remove them and give the run its capabilities (--capability) instead",
-            "permissions",
-        )
     executor = data.get("executor_id")
     if isinstance(executor, str) and not executor.startswith(RUNTIMES):
         notes.append(
@@ -124,6 +125,22 @@ def _check_envelope(data: dict[str, Any], notes: list[Issue]) -> None:
         notes.append(_note(f"{key!r} has no meaning in graphrunner and is ignored", key))
     if "category" in data:
         notes.append(_note("'category' (where Rye files the tool) has no meaning in graphrunner", "category"))
+
+
+def _permissions(permissions: Any) -> list[str]:
+    """The file's capability strings, each checked: a malformed one is a located error."""
+    if not isinstance(permissions, list):
+        raise _error(
+            "rye_bad_permissions",
+            f"permissions must be a list of Rye capabilities (rye.<primary>.<item_type>.<dotted.id>), "
+            f"got {type(permissions).__name__}",
+            "permissions",
+        )
+    for index, entry in enumerate(permissions):
+        problem = capability_problem(entry)
+        if problem is not None:
+            raise _error("rye_bad_permissions", f"permission {index}: {problem}", f"permissions.{index}")
+    return permissions
 
 
 def _state(state: Any) -> Any:
@@ -148,8 +165,40 @@ def _config(config: dict[str, Any]) -> dict[str, Any]:
 def _hook(hook: Any) -> Any:
     """Rye writes a hook's condition as `condition:`; graphrunner as `when:`."""
     if isinstance(hook, dict) and "condition" in hook and "when" not in hook:
-        return {("when" if k == "condition" else k): v for k, v in hook.items()}
+        return {("when" if k == "condition" else k): _condition(v) for k, v in hook.items()}
     return hook
+
+
+def _condition(cond: Any) -> Any:
+    """The walker's structured condition in graphrunner's words: `op` defaults to `eq`, and
+    `regex` is `matches`; `all`/`any`/`not` are walked."""
+    if not isinstance(cond, dict):
+        return cond
+    out = dict(cond)
+    if "path" in out:
+        op = out.get("op", "eq")
+        out["op"] = WALKER_OPS.get(op, op) if isinstance(op, str) else op
+    for key in ("all", "any"):
+        if isinstance(out.get(key), list):
+            out[key] = [_condition(c) for c in out[key]]
+    if "not" in out:
+        out["not"] = _condition(out["not"])
+    return out
+
+
+def _next(value: Any) -> Any:
+    """`next` with each branch's condition in graphrunner's words (every form of `next`)."""
+    if isinstance(value, list):
+        return [_branch(b) for b in value]
+    if isinstance(value, dict) and isinstance(value.get("branches"), list):
+        return {**value, "branches": [_branch(b) for b in value["branches"]]}
+    return value
+
+
+def _branch(branch: Any) -> Any:
+    if isinstance(branch, dict) and "when" in branch:
+        return {**branch, "when": _condition(branch["when"])}
+    return branch
 
 
 def _nodes(nodes: Any) -> Any:
@@ -161,10 +210,32 @@ def _nodes(nodes: Any) -> Any:
 
 
 def _node(node: Any) -> Any:
-    """`cache: true` is the walker's `cache_result: true`."""
+    """`cache: true` is the walker's `cache_result: true`; an action running `tool:graphs/<id>`
+    is a subgraph node."""
     if isinstance(node, dict) and "cache" in node and "cache_result" not in node:
-        return {("cache_result" if k == "cache" else k): v for k, v in node.items()}
-    return node
+        node = {("cache_result" if k == "cache" else k): v for k, v in node.items()}
+    if isinstance(node, dict) and "next" in node:
+        node = {**node, "next": _next(node["next"])}
+    graph = _graph_tool(node)
+    if graph is None:
+        return node
+    rest = {k: v for k, v in node.items() if k not in ("action", "type", "node_type", "cache_result")}
+    params = node["action"].get("params") or {}
+    return {"type": "subgraph", "graph": graph, "inputs": params, "outputs": {}, **rest}
+
+
+def _graph_tool(node: Any) -> str | None:
+    """The graph id an action node runs as a tool (`item_id: tool:graphs/<id>`), else None."""
+    if not isinstance(node, dict) or node.get("type", node.get("node_type", "action")) != "action":
+        return None
+    action = node.get("action")
+    if not isinstance(action, dict) or action.get("item_type", "tool") != "tool":
+        return None
+    item_id = action.get("item_id")
+    if not isinstance(item_id, str):
+        return None
+    item_id = item_id.removeprefix("tool:")
+    return item_id[len(GRAPH_TOOL) :] or None if item_id.startswith(GRAPH_TOOL) else None
 
 
 def _note(message: str, location: str) -> Issue:

@@ -18,6 +18,7 @@ from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome
 from graphrunner.errors import PermissionDenied, ToolError, UnknownTool
 from graphrunner.limits import data_problem
 from graphrunner.model import RetryPolicy
+from graphrunner.rye.results import reported_error, unwrap
 from graphrunner.services.cache import CacheSlot
 from graphrunner.tools import Defer, ToolContext, ToolRegistry
 
@@ -88,6 +89,18 @@ async def call_tool(registry: ToolRegistry, call: ActionCall, context: ToolConte
         ) from None
 
 
+def walker_result(call: ActionCall, result: Any) -> Any:
+    """A Rye graph's result as the walker unwraps it; a `permanent` ToolError when it reports
+    failure (`status: error`, `success: false`). Other graphs' results pass unchanged."""
+    if not call.rye:
+        return result
+    unwrapped = unwrap(result)
+    error = reported_error(unwrapped)
+    if error is not None:
+        raise ToolError(f"node '{call.node}': tool '{call.tool}' failed: {error}", error_type="ToolFailed")
+    return unwrapped
+
+
 def check_serializable(call: ActionCall, result: Any) -> None:
     """Raise a `validation` ToolError when `result` is not JSON data a run may hold (`limits`)."""
     problem = data_problem(result)
@@ -124,7 +137,7 @@ async def dispatch(
     while True:
         try:
             ctx = replace(context, attempt=attempt, timeout=call.timeout)
-            result = await call_tool(registry, call, ctx)
+            result = walker_result(call, await call_tool(registry, call, ctx))
             check_serializable(call, result)
         except Defer as wait:
             return Deferred("timer", wait.seconds, attempt, tuple(retries), wait.result)

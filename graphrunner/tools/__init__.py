@@ -1,7 +1,12 @@
 """Tools: what a node's action dispatches to."""
 
 from graphrunner.tools.base import Defer, Tool, ToolContext, parse_params
-from graphrunner.tools.registry import ToolRegistry, default_registry, register_tool
+from graphrunner.tools.registry import (
+    ToolRegistry,
+    default_registry,
+    register_rye_alias,
+    register_tool,
+)
 
 __all__ = [
     "Defer",
@@ -10,5 +15,6 @@ __all__ = [
     "ToolRegistry",
     "default_registry",
     "parse_params",
+    "register_rye_alias",
     "register_tool",
 ]

@@ -14,15 +14,19 @@ from graphrunner.model import END, GraphSpec, ReturnNode, SubgraphNode
 from graphrunner.model.conditions import StructuredCondition
 from graphrunner.report import Issue
 from graphrunner.validation.constants import constant_failures
+from graphrunner.validation.structure import unreachable
 
 FIELD_READ = re.compile(r"\bstate\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*[\"']([^\"']+)[\"']\s*\])")
 WHOLE_STATE = re.compile(r"\bstate\b(?!\s*[.\[])")
 
 
 def analyse(spec: GraphSpec, check_env: bool = False) -> list[Issue]:
-    """Every warning for `spec`."""
+    """Every warning for `spec`. A Rye graph gets the walker's static analysis: an unreachable
+    node is a warning there, and missing `env_requires` variables are always reported."""
     warnings = _no_return(spec) + _state_flow(spec) + constant_failures(spec)
-    if check_env:
+    if spec.rye:
+        warnings += unreachable(spec)
+    if check_env or spec.rye:
         warnings += _env_missing(spec)
     return warnings
 
@@ -110,7 +114,7 @@ def _state_flow(spec: GraphSpec) -> list[Issue]:
             f"state.{f} is read but no node writes it and it is not declared",
             location=f"state.{f}",
         )
-        for f in sorted(reads - written - declared - {"_last_error"})
+        for f in sorted(reads - written - declared - _seeded(spec))
     ]
     if not whole:
         issues += [
@@ -118,6 +122,11 @@ def _state_flow(spec: GraphSpec) -> list[Issue]:
             for f in sorted((written | declared) - reads)
         ]
     return issues
+
+
+def _seeded(spec: GraphSpec) -> set[str]:
+    """Fields the runtime writes itself: `_last_error`, and a Rye run's `inputs`."""
+    return {"_last_error", "inputs"} if spec.rye else {"_last_error"}
 
 
 def _env_missing(spec: GraphSpec) -> list[Issue]:

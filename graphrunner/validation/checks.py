@@ -54,16 +54,23 @@ def check_tools(spec: GraphSpec, tools: Collection[str]) -> list[Issue]:
         subject = f"node '{node}'" if node else where
         if action.tool not in tools:
             issues.append(
-                Issue(
-                    "unknown_tool",
-                    f"{subject}: unknown tool '{action.tool}'; registered tools: {', '.join(sorted(tools))}",
-                    node=node,
-                    location=f"{where}.tool",
-                )
+                Issue("unknown_tool", _unknown(subject, action.tool, tools, spec.rye), node, f"{where}.tool")
             )
         elif action.tool == "python":
             issues += _python_fn(action.params.get("fn"), subject, node, where)
     return issues
+
+
+def _unknown(subject: str, tool: str, tools: Collection[str], rye: bool) -> str:
+    known = f"registered tools: {', '.join(sorted(tools))}"
+    if not rye:
+        return f"{subject}: unknown tool '{tool}'; {known}"
+    return (
+        f"{subject}: Rye id '{tool}' names no tool of this deployment; map it to one with "
+        f"GRAPHRUNNER_RYE_TOOLS='{tool}=TOOL', register_rye_alias('{tool}', TOOL) in the worker "
+        f"configuration, or a tool plugin declaring rye_ids = ['{tool}'] "
+        f"(docs/running-rye-graphs.md); {known}"
+    )
 
 
 def _python_fn(fn: object, subject: str, node: str | None, where: str) -> list[Issue]:

@@ -11,8 +11,8 @@ from graphrunner.report import Issue
 def check_structure(spec: GraphSpec) -> list[Issue]:
     """`no_declared_entry`, `dangling_edge`, `unreachable_node`, `multiple_outgoing_edges`."""
     issues = _entry(spec) + _dangling(spec) + _multiple_defaults(spec)
-    if spec.config.start in spec.nodes:
-        issues += _unreachable(spec)
+    if not spec.rye:  # the walker only warns (`analyse`)
+        issues += unreachable(spec)
     return issues
 
 
@@ -114,7 +114,10 @@ def successors(spec: GraphSpec, name: str) -> list[str]:
     return [t for t in out if t in spec.nodes]
 
 
-def _unreachable(spec: GraphSpec) -> list[Issue]:
+def unreachable(spec: GraphSpec) -> list[Issue]:
+    """`unreachable_node` for every node a run from `start` can never reach."""
+    if spec.config.start not in spec.nodes:
+        return []
     assert spec.config.start is not None
     seen = {spec.config.start}
     queue = deque([spec.config.start])

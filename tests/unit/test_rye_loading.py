@@ -1,7 +1,7 @@
 """Rye graph files load as written: the envelope, `config_schema` as the inputs, the graph under
 `config:`, signature lines; every error points at the line the author wrote (issue 16, step 1).
 
-Rye tool ids are not mapped to tools yet, so these graphs call graphrunner's `echo`.
+These graphs call graphrunner's `echo` (a Rye id that names no Rye tool is a tool name).
 """
 
 from __future__ import annotations
@@ -138,14 +138,35 @@ def test_a_schema_error_in_a_node_points_at_config_nodes(tmp_path: Path) -> None
         (("  required: [pattern]\n", "  required: [patern]\n"), "rye_bad_config_schema", 15, "'patern'"),
         (("tool_type: graph\n", "tool_type: python\n"), "rye_not_a_graph", 4, "only Rye graph tools"),
         (
-            ("category:", "permissions: [rye.execute.tool.echo]\ncategory:"),
-            "rye_unsupported",
+            ("category:", "permissions: [rye.execute.tool.echo, tool:echo]\ncategory:"),
+            "rye_bad_permissions",
             6,
-            "fail-closed",
+            "'tool:echo' is not a Rye capability",
+        ),
+        (
+            ("category:", "permissions: rye.execute.tool.echo\ncategory:"),
+            "rye_bad_permissions",
+            6,
+            "must be a list",
+        ),
+        (
+            ("category:", "permissions: [rye.run.tool.echo]\ncategory:"),
+            "rye_bad_permissions",
+            6,
+            "unknown primary 'run'",
         ),
         (("description:", "nodes: {}\ndescription:"), "rye_mixed_forms", 7, "top level"),
     ],
-    ids=["no config", "schema not an object", "required unknown", "not a graph", "permissions", "mixed"],
+    ids=[
+        "no config",
+        "schema not an object",
+        "required unknown",
+        "not a graph",
+        "not a capability",
+        "permissions not a list",
+        "unknown primary",
+        "mixed",
+    ],
 )
 def test_bad_rye_files_are_refused_with_located_errors(
     tmp_path: Path, change: tuple[str, str], code: str, line: int | None, words: str
