@@ -138,8 +138,12 @@ def _rye_actions(defs: dict[str, Schema]) -> None:
     rye = _closed(
         {
             "primary": {"const": "execute"},
-            "item_type": {"const": "tool"},
-            "item_id": {"type": "string", "minLength": 1, "description": "the tool name"},
+            "item_type": {"enum": ["tool", "directive"]},
+            "item_id": {
+                "type": "string",
+                "minLength": 1,
+                "description": "the tool name (a Rye id), optionally with a kind prefix: tool: or directive:",
+            },
             "params": {"type": "object"},
         },
         ["item_id"],
@@ -150,6 +154,8 @@ def _rye_actions(defs: dict[str, Schema]) -> None:
 def _top_level(schema: Schema) -> None:
     """`id` defaults to the file name; `version` may be a number; node names have a pattern."""
     props = schema["properties"]
+    for key in ("dialect", "permissions"):  # set by the loader for a Rye file, never written
+        props.pop(key)
     schema["required"] = [r for r in schema.get("required", []) if r != "id"]
     props["id"]["description"] = "the graph id; defaults to the file name without its suffix"
     props["version"]["anyOf"].insert(1, {"type": "number"})

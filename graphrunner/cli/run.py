@@ -48,7 +48,8 @@ def capability_option(func: F) -> F:
         multiple=True,
         metavar="PATTERN",
         help="A capability of the run: an fnmatch pattern over tool:NAME, tool:python:MODULE.FN or "
-        "graph:ID. Repeatable; without it the run gets GRAPHRUNNER_DEFAULT_CAPABILITIES ('*' when unset).",
+        "graph:ID, or in Rye's format rye.execute.tool.DOTTED.ID. Repeatable; without it the run gets "
+        "GRAPHRUNNER_DEFAULT_CAPABILITIES ('*' when unset).",
     )(func)
 
 

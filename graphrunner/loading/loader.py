@@ -25,6 +25,8 @@ from graphrunner.settings import Settings
 from graphrunner.tools import ToolRegistry, default_registry
 from graphrunner.validation import analyse, check_spec
 
+LOADER_KEYS = {"dialect", "permissions"}  # GraphSpec fields only a Rye file's translation sets
+
 
 def load_graph(
     ref: str | Path, *, registry: ToolRegistry | None = None, settings: Settings | None = None
@@ -169,6 +171,13 @@ def _spec(
     fallback_id = default_id or (Path(file).stem if file else None)
     if is_rye(data):
         data = _from_rye(doc, file, fallback_id, notes if notes is not None else [])
+    elif LOADER_KEYS & set(data):
+        key = sorted(LOADER_KEYS & set(data))[0]
+        message = (
+            f"'{key}' is not written in a graphrunner file: a Rye graph file gets its dialect and "
+            "permissions from its envelope; a graphrunner run gets capabilities when it is submitted"
+        )
+        raise GraphValidationError([_locate(Issue("invalid_schema", message, location=key), doc, file)], file)
     elif "id" not in data and fallback_id:
         data = {"id": fallback_id, **data}
     try:

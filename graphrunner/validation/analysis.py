@@ -10,9 +10,10 @@ from typing import Any
 
 from graphrunner.errors import ExpressionError
 from graphrunner.expressions.scanner import split_template
-from graphrunner.model import END, GraphSpec, ReturnNode, SubgraphNode
+from graphrunner.model import END, ActionNode, ForeachNode, GraphSpec, ReturnNode, SubgraphNode
 from graphrunner.model.conditions import StructuredCondition
 from graphrunner.report import Issue
+from graphrunner.rye.permissions import graph_name, permitted, rye_name
 from graphrunner.validation.constants import constant_failures
 from graphrunner.validation.structure import unreachable
 
@@ -25,7 +26,7 @@ def analyse(spec: GraphSpec, check_env: bool = False) -> list[Issue]:
     node is a warning there, and missing `env_requires` variables are always reported."""
     warnings = _no_return(spec) + _state_flow(spec) + constant_failures(spec)
     if spec.rye:
-        warnings += unreachable(spec)
+        warnings += unreachable(spec) + _unpermitted(spec)
     if check_env or spec.rye:
         warnings += _env_missing(spec)
     return warnings
@@ -122,6 +123,33 @@ def _state_flow(spec: GraphSpec) -> list[Issue]:
             for f in sorted((written | declared) - reads)
         ]
     return issues
+
+
+def _unpermitted(spec: GraphSpec) -> list[Issue]:
+    """`rye_permission_missing` for each dispatch a Rye file's own `permissions` will refuse."""
+    if spec.permissions is None:
+        return []
+    sites: list[tuple[str, str, str, str | None]] = [
+        (name, f"nodes.{name}.action.tool", rye_name(n.action.tool), n.action.tool)
+        for name, n in spec.nodes.items()
+        if isinstance(n, ActionNode | ForeachNode)
+    ]
+    sites += [
+        (name, f"nodes.{name}.graph", graph_name(n.graph), None)
+        for name, n in spec.nodes.items()
+        if isinstance(n, SubgraphNode)
+    ]
+    return [
+        Issue(
+            "rye_permission_missing",
+            f"node '{node}' needs {needed!r}, which the file's permissions do not grant: the step will "
+            "fail with permission_denied",
+            node=node,
+            location=where,
+        )
+        for node, where, needed, tool in sites
+        if not permitted(spec.permissions, needed, tool)
+    ]
 
 
 def _seeded(spec: GraphSpec) -> set[str]:

@@ -67,6 +67,38 @@ def test_example_runs_from_the_command_line(
     assert result["output"] == in_process.output
 
 
+RYE = GRAPHS / "rye"  # Rye graph tools, run as written (docs/running-rye-graphs.md)
+
+
+@pytest.mark.parametrize("path", sorted(RYE.glob("*.yaml")), ids=lambda p: p.name)
+def test_rye_example_is_valid_without_warnings(path: Path) -> None:
+    graph, report = inspect_graph(path)
+    assert graph is not None, [i.render() for i in report.errors]
+    assert (graph.spec.dialect, report.warnings) == ("rye", [])
+
+
+@pytest.mark.parametrize(("threshold", "verdict"), [(10, "few"), (2, "many")])
+def test_the_rye_example_counts_and_compares_text_as_numbers(threshold: int, verdict: str) -> None:
+    inputs = {"directory": str(RYE), "pattern": "*.yaml", "threshold": threshold}
+    result = load_graph(RYE / "count-files.yaml").invoke_sync(inputs)
+    assert (result.status, result.path) == ("completed", ["count", verdict, "summarise", "done"]), (
+        result.error
+    )
+    assert (result.output["count"], result.output["summary"]) == ("2\n", f"2 files: {verdict}")
+
+
+def test_the_rye_example_runs_from_the_command_line_on_the_embedded_redis() -> None:
+    cmd = [sys.executable, "-m", "graphrunner", "run", str(RYE / "count-files.yaml"), "--json"]
+    cmd += ["-i", f"directory={RYE}", "-i", "pattern=*.yaml"]
+    env = {**os.environ, "GRAPHRUNNER_QUIET": "1"}
+    env.pop("GRAPHRUNNER_REDIS_URL", None)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert (result["status"], result["output"]["summary"]) == ("completed", "2 files: few")
+    assert result["state"]["inputs"] == {"directory": str(RYE), "pattern": "*.yaml", "threshold": 10}
+
+
 def test_hello_output() -> None:
     result = load_graph(GRAPHS / "hello.yaml").invoke_sync({"name": "Ada"})
     assert result.output == {"greeting": "HELLO, ADA!", "log": ["greeted Ada", "shouted"], "steps": 2}
