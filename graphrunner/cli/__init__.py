@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from graphrunner import __version__
+from graphrunner.cli.common import USAGE_ERROR, fail
 from graphrunner.cli.control import ping, purge
 from graphrunner.cli.flower import flower
 from graphrunner.cli.operator import cancel, queues, sweep
@@ -20,9 +21,21 @@ from graphrunner.cli.schema import schema
 from graphrunner.cli.step import step
 from graphrunner.cli.validate import validate
 from graphrunner.cli.worker import beat, worker
+from graphrunner.errors import ConfigurationError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class Commands(click.Group):
+    """The command group: a deployment misconfigured (a tool plugin that does not load, a bad
+    GRAPHRUNNER_RYE_TOOLS) is a usage error with its message, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except ConfigurationError as exc:
+            fail(str(exc), USAGE_ERROR)
+
+
+@click.group(cls=Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="graphrunner")
 def main() -> None:
     """graphrunner: run declarative state graphs written in YAML.

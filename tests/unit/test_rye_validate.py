@@ -4,6 +4,7 @@ with `state.inputs` seeded, and a dispatch the file's own permissions refuse is 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -85,3 +86,47 @@ def test_validate_prints_the_warnings_in_graphrunners_format(tmp_path: Path) -> 
         in done.stdout + done.stderr
     )
     assert f"{path}:5: [env_missing]" in done.stdout + done.stderr
+
+
+MAPPED = """\
+tool_type: graph
+config:
+  start: write
+  nodes:
+    write:
+      action: {primary: execute, item_type: tool, item_id: rye/file-system/write, params: {path: x}}
+"""
+
+
+def validate(path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "graphrunner", "validate", str(path)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+
+
+def test_a_rye_id_is_mapped_to_a_tool_by_the_deployment(tmp_path: Path) -> None:
+    path = tmp_path / "mapped.yaml"
+    path.write_text(MAPPED)
+    unmapped = validate(path)
+    assert unmapped.returncode == 1
+    assert f"{path}:6: [unknown_tool]" in unmapped.stdout
+    assert "GRAPHRUNNER_RYE_TOOLS='rye/file-system/write=TOOL'" in unmapped.stdout
+    mapped = validate(path, GRAPHRUNNER_RYE_TOOLS="rye/file-system/write=echo")
+    assert mapped.returncode == 0, mapped.stderr
+
+
+@pytest.mark.parametrize(
+    ("mapping", "words"),
+    [
+        ("echo=shell", "'echo' collides with the built-in tool 'echo'"),
+        ("rye/x=nope", "no tool 'nope' is registered"),
+        ("rye/x", "bad pair 'rye/x'"),
+    ],
+)
+def test_a_bad_mapping_is_a_clear_usage_error(tmp_path: Path, mapping: str, words: str) -> None:
+    path = tmp_path / "mapped.yaml"
+    path.write_text(MAPPED)
+    done = validate(path, GRAPHRUNNER_RYE_TOOLS=mapping)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: GRAPHRUNNER_RYE_TOOLS:")
+    assert words in done.stderr
+    assert "Traceback" not in done.stderr
