@@ -6,6 +6,9 @@ no PYTHONPATH, no `-A`. Edit it to:
 
 - register the team's tools: `register_tool(...)` below, or publish them from a package under
   the `graphrunner.tools` entry point (workers/example_tools is one; the image installs it);
+- map Rye tool ids (what Rye graph files name in `item_id`) to the team's tools:
+  `register_rye_alias("rye/team/audit", "team.audit")` below; producers validate with what
+  GRAPHRUNNER_RYE_TOOLS and tool plugins' `rye_ids` declare (docs/running-rye-graphs.md);
 - add deployment hooks: the `hooks` list, written like a graph's `hooks:`. They run on every
   run after the graph's own hooks and only observe (notifications, audit, telemetry);
 - run start-up code a worker needs (read a secret, warm a client): plain module-level code.
@@ -23,7 +26,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from graphrunner import ToolContext, register_tool
+from graphrunner import ToolContext, register_rye_alias, register_tool
 
 audit = logging.getLogger("graphrunner.audit")
 
@@ -42,6 +45,7 @@ class AuditTool:
 
 
 register_tool(AuditTool())
+register_rye_alias("rye/team/audit", "team.audit")  # a Rye graph's `item_id: rye/team/audit`
 
 hooks: list[dict[str, Any]] = [
     {
