@@ -153,7 +153,7 @@ def _compile_node(name: str, node: AnyNode, c: _Collector) -> CompiledNode:
         params = c.params(node.action.params, ns.for_params(), name, f"{base}.action.params")
     elif isinstance(node, SubgraphNode):
         child_inputs = {
-            k: c.template(_as_expression(v), ns.BASE, name, f"{base}.inputs.{k}")
+            k: c.template(v if c.rye else _as_expression(v), ns.BASE, name, f"{base}.inputs.{k}")
             for k, v in (node.inputs or {}).items()
         }
     return CompiledNode(
@@ -168,7 +168,8 @@ def _compile_node(name: str, node: AnyNode, c: _Collector) -> CompiledNode:
 
 
 def _as_expression(value: Any) -> Any:
-    """A subgraph input written as a bare parent field name reads `state.<name>`."""
+    """A subgraph input written as a bare parent field name reads `state.<name>` (in a Rye graph
+    inputs are values, as the walker passes a graph tool's params)."""
     if isinstance(value, str) and "${" not in value:
         return "${state." + value + "}"
     return value

@@ -166,9 +166,10 @@ def _result_update(s: _Step, result: Any, extra: dict[str, Any]) -> dict[str, An
     return dict(result)
 
 
-def _namespace(result: Any) -> dict[str, Any]:
-    """A mapping result is the `result` namespace; anything else is `{"value": result}`."""
-    return dict(result) if isinstance(result, dict) else {"value": result}
+def _namespace(result: Any, rye: bool = False) -> dict[str, Any]:
+    """A mapping result is the `result` namespace; anything else is `{"value": result}`
+    (`{"result": result}` in a Rye graph, as the walker wraps it)."""
+    return dict(result) if isinstance(result, dict) else {("result" if rye else "value"): result}
 
 
 def _after_plain(s: _Step) -> StepResult:
@@ -392,7 +393,8 @@ def _after_child(s: _Step, outcome: ChildOutcome) -> StepResult:
         projected = {k: v for k, v in outcome.state.items() if k in s.graph.spec.state}
     if spec.result_key:
         projected[spec.result_key] = outcome.output
-    return _succeed(s, _namespace(outcome.output), projected, 1, False)
+    result_ns = _namespace(outcome.output, s.graph.spec.rye)
+    return _succeed(s, result_ns, projected, 1, False)
 
 
 def _paused_on_child(s: _Step) -> StepResult:
@@ -414,6 +416,8 @@ def _on_failure(s: _Step, failure: ActionFailure, attempts: int, control: Contro
         "message": failure.message,
         "attempts": attempts,
     }
+    if s.graph.spec.rye:  # the walker's `_last_error` is `{node, error}`
+        last_error["error"] = failure.message
     state = {**s.snap.state, "_last_error": last_error}
     error = {**failure.to_dict(), "node": s.node.name, "step": s.plan.step}
     on_error = getattr(spec, "on_error", None)

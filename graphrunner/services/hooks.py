@@ -26,8 +26,7 @@ class Hooks:
 
     async def fire(self, graph: CompiledGraph, event: str, snap: RunSnapshot, **data: Any) -> list[Any]:
         """Dispatch `event`'s hooks; returns the graph hooks' results (a failing hook is logged)."""
-        own = f"graph {graph.id}"
-        answers = await self._fire(graph.hooks, event, snap, data, own, True, graph.spec.permissions)
+        answers = await self._fire(graph.hooks, event, snap, data, f"graph {graph.id}", checked=True)
         await self._fire(self.deployment, event, snap, data, "the deployment")
         return answers
 
@@ -39,14 +38,13 @@ class Hooks:
         data: dict[str, Any],
         owner: str,
         checked: bool = False,
-        permissions: Sequence[str] | None = None,
     ) -> list[Any]:
         """Dispatch the hooks; with `checked` (a graph's own) only those the run's capabilities allow."""
         answers: list[Any] = []
         if not hooks:
             return answers
         for call in engine.hook_calls(hooks, event, snap, utcnow(), **data):
-            refused = denied(snap.capabilities, call, permissions=permissions) if checked else None
+            refused = denied(snap.capabilities, call) if checked else None
             if refused is not None:
                 log.warning("hook %s of %s not run: %s", call.node, owner, refused.message)
                 continue

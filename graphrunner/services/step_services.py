@@ -144,7 +144,7 @@ class StepServices:
             node=plan.node,
             error=error,
             classification=error.get("type"),
-            step_count=snap.step,
+            step_count=plan.step,
         )
         answer = engine.first_answer(answers)
         if answer == "retry" and hook_round < MAX_HOOK_RETRIES:

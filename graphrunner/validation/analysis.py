@@ -71,7 +71,7 @@ def _read_sites(spec: GraphSpec) -> Iterator[str]:
         nxt = getattr(node, "next", None)
         for branch in nxt.branches if nxt is not None else ():
             yield from _conditions(branch.when)
-        if isinstance(node, SubgraphNode):
+        if isinstance(node, SubgraphNode) and not spec.rye:  # a Rye graph's inputs are values
             yield from (f"state.{v}" for v in (node.inputs or {}).values() if isinstance(v, str))
     for hook in spec.config.hooks:
         yield from _expressions(hook.action.params)

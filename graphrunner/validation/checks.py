@@ -188,7 +188,8 @@ def _mapping_fields(parent: GraphSpec, child: GraphSpec, name: str, node: Subgra
     for child_field, source in (node.inputs or {}).items():
         if child_field not in child_fields:
             issues.append(bad(f"child ('{child.id}')", child_field, f"inputs.{child_field}"))
-        if isinstance(source, str) and "${" not in source and source not in parent.state:
+        named = isinstance(source, str) and "${" not in source and not parent.rye  # Rye: a value
+        if named and source not in parent.state:
             issues.append(bad("parent", source, f"inputs.{child_field}"))
     for parent_field, child_field in (node.outputs or {}).items():
         if parent_field not in parent.state:
