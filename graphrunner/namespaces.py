@@ -10,7 +10,7 @@ WITH_RESULT = BASE | {"result"}
 HOOK = BASE | {"event"}
 # a Rye graph's hooks see the event's data at the top level, as the walker's hook contexts have it
 RYE_HOOK_DATA = frozenset(
-    {"graph_id", "node", "next_node", "step_count", "steps", "status", "error", "classification"}
+    {"graph_id", "node", "next_node", "step_count", "result", "steps", "status", "error", "classification"}
     | {"limit_code", "current_value", "current_max"}
 )
 RYE_HOOK = HOOK | RYE_HOOK_DATA

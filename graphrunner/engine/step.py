@@ -7,7 +7,7 @@ state, and applies the error handling of DESIGN §2.5 (hook answer, `_last_error
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -46,6 +46,7 @@ class StepResult:
     event: StepEvent
     update: dict[str, Any]
     exception: RunError | None = None
+    result: Any = None  # the node's `result` namespace, for the after_step hooks
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,7 @@ def _succeed(
         target = route(s.node.next, s.context(merged, result=result_ns), s.graph.nodes, s.node.name)
     except RunError as exc:
         return _fail(s.snap, s.plan, _at(exc, s, merged), attempts, merged)
-    return _advance(
+    advanced = _advance(
         s,
         merged,
         update,
@@ -223,6 +224,7 @@ def _succeed(
         cache_hit=cache_hit,
         suppressed=suppressed,
     )
+    return replace(advanced, result=result_ns)
 
 
 def _at(exc: RunError, s: _Step, state: dict[str, Any]) -> RunError:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphrunner.report import Issue
+from graphrunner.rye.conditions import walker_condition, walker_next
 from graphrunner.rye.permissions import capability_problem
 from graphrunner.rye.schema import SchemaError, inputs_of
 
@@ -23,7 +24,6 @@ ENVELOPE = {"version", "tool_type", "executor_id", "category", "description", "t
     "config_schema",
     "permissions",
 }
-WALKER_OPS = {"regex": "matches"}  # the walker's op names that graphrunner spells otherwise
 GRAPH_TOOL = "graphs/"  # `tool:graphs/<id>` runs another graph as a tool: a subgraph node here
 NATIVE_ONLY = ("nodes", "state", "inputs", "id", "hooks")  # graphrunner's keys: not beside a Rye `config`
 CONFIG_KEYS = {
@@ -165,40 +165,9 @@ def _config(config: dict[str, Any]) -> dict[str, Any]:
 def _hook(hook: Any) -> Any:
     """Rye writes a hook's condition as `condition:`; graphrunner as `when:`."""
     if isinstance(hook, dict) and "condition" in hook and "when" not in hook:
-        return {("when" if k == "condition" else k): _condition(v) for k, v in hook.items()}
+        rest = {k: v for k, v in hook.items() if k != "condition"}
+        return {**rest, "when": walker_condition(hook["condition"])}
     return hook
-
-
-def _condition(cond: Any) -> Any:
-    """The walker's structured condition in graphrunner's words: `op` defaults to `eq`, and
-    `regex` is `matches`; `all`/`any`/`not` are walked."""
-    if not isinstance(cond, dict):
-        return cond
-    out = dict(cond)
-    if "path" in out:
-        op = out.get("op", "eq")
-        out["op"] = WALKER_OPS.get(op, op) if isinstance(op, str) else op
-    for key in ("all", "any"):
-        if isinstance(out.get(key), list):
-            out[key] = [_condition(c) for c in out[key]]
-    if "not" in out:
-        out["not"] = _condition(out["not"])
-    return out
-
-
-def _next(value: Any) -> Any:
-    """`next` with each branch's condition in graphrunner's words (every form of `next`)."""
-    if isinstance(value, list):
-        return [_branch(b) for b in value]
-    if isinstance(value, dict) and isinstance(value.get("branches"), list):
-        return {**value, "branches": [_branch(b) for b in value["branches"]]}
-    return value
-
-
-def _branch(branch: Any) -> Any:
-    if isinstance(branch, dict) and "when" in branch:
-        return {**branch, "when": _condition(branch["when"])}
-    return branch
 
 
 def _nodes(nodes: Any) -> Any:
@@ -215,7 +184,7 @@ def _node(node: Any) -> Any:
     if isinstance(node, dict) and "cache" in node and "cache_result" not in node:
         node = {("cache_result" if k == "cache" else k): v for k, v in node.items()}
     if isinstance(node, dict) and "next" in node:
-        node = {**node, "next": _next(node["next"])}
+        node = {**node, "next": walker_next(node["next"])}
     graph = _graph_tool(node)
     if graph is None:
         return node

@@ -100,7 +100,13 @@ class StepServices:
             )
         elif result.event.status != "error" or snap.status is RunStatus.RUNNING:
             await self.hooks.fire(
-                graph, "after_step", snap, node=plan.node, next_node=snap.node, step_count=snap.step
+                graph,
+                "after_step",
+                snap,
+                node=plan.node,
+                next_node=snap.node,
+                step_count=snap.step,
+                result=result.result,
             )
         await self.completed(graph, snap)
 

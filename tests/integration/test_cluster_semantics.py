@@ -888,7 +888,13 @@ def test_every_hook_event_fires_on_the_cluster_with_its_context(cluster: Client,
     assert seen[0] == {"name": "graph_started", "graph_id": graph_id}
     assert seen[1]["node"] == "boom" and seen[1]["classification"] == "permanent"
     assert seen[1]["error"]["message"] == "kaboom" and seen[1]["step_count"] == 1  # the failing step
-    assert seen[2] == {"name": "after_step", "node": "boom", "next_node": "spin", "step_count": 1}
+    assert seen[2] == {
+        "name": "after_step",
+        "node": "boom",
+        "next_node": "spin",
+        "step_count": 1,
+        "result": None,
+    }
     assert seen[5] == {"name": "limit", "limit_code": "max_steps", "current_value": 3, "current_max": 3}
     assert seen[6]["status"] == "failed" and seen[6]["steps"] == 3
     assert seen[6]["error"] == result.error

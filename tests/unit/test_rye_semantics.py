@@ -19,7 +19,7 @@ from graphrunner.loading.loader import inspect_graph, load_graph
 from graphrunner.results import RunResult
 from graphrunner.settings import Settings
 from graphrunner.tools import ToolContext, ToolRegistry
-from graphrunner.tools.builtin import BUILTIN_TOOLS
+from graphrunner.tools.builtin import BUILTIN_TOOLS, RYE_TOOLS
 
 
 class Canned:
@@ -33,7 +33,7 @@ class Canned:
 
 
 def registry() -> ToolRegistry:
-    return ToolRegistry([*BUILTIN_TOOLS, Canned()])
+    return ToolRegistry([*BUILTIN_TOOLS, *RYE_TOOLS, Canned()])
 
 
 def rye_file(tmp_path: Path, nodes: str, name: str = "walk", extra: str = "") -> Path:
@@ -275,3 +275,20 @@ def test_rye_hooks_read_the_event_at_the_top_level(tmp_path: Path) -> None:
     result = run(load(path))
     assert result.status == "completed_with_errors"  # the hook's `continue` answer
     assert result.path == ["first", "done"]
+
+
+def test_an_after_step_hook_sees_the_nodes_result(tmp_path: Path) -> None:
+    seen = tmp_path / "seen.txt"
+    text = rye_file(tmp_path, ENVELOPE.replace("VALUE", "{status: success, data: {stdout: hi}}")).read_text()
+    text = text.replace(
+        "config:\n",
+        "config:\n  hooks:\n"
+        "    - event: after_step\n"
+        "      condition: {path: result.stdout, value: hi}\n"
+        "      action: {primary: execute, item_id: rye/bash/bash,\n"
+        f"               params: {{command: \"printf '%s@%s' ${{node}} ${{step_count}} > {seen}\"}}}}\n",
+    )
+    path = tmp_path / "after.yaml"
+    path.write_text(text)
+    assert run(load(path)).status == "completed"
+    assert seen.read_text() == "first@1"
