@@ -10,14 +10,31 @@ import yaml
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from graphrunner.builder.functions import node_action, routing_next
+from graphrunner.builder.functions import hook_action, item_action, node_action, routing_next
 from graphrunner.builder.state import state_section
 from graphrunner.errors import GraphValidationError
 from graphrunner.graph import Graph
 from graphrunner.loading import parse_graph
 from graphrunner.report import Issue
 
-NodeTarget = Callable[..., Any] | Graph
+
+@dataclass(frozen=True)
+class Foreach:
+    """A foreach node's function, called once per item."""
+
+    fn: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class HookEntry:
+    """A hook: call `fn` on `event` when the CEL condition `when` holds."""
+
+    event: str
+    fn: Callable[..., Any]
+    when: str | None = None
+
+
+NodeTarget = Callable[..., Any] | Graph | Foreach | None  # None: a pause or return node
 
 
 @dataclass(frozen=True)
@@ -32,6 +49,7 @@ class Assembly:
     edges: dict[str, list[str]]
     routers: dict[str, list[Callable[..., Any]]]
     issues: list[Issue]
+    hooks: list[HookEntry]
 
 
 def assemble(a: Assembly) -> Graph:
@@ -41,12 +59,15 @@ def assemble(a: Assembly) -> Graph:
     nodes, node_issues = _nodes(a)
     nexts, edge_issues = _nexts(a)
     children, child_issues = _children(a)
-    issues = a.issues + issues + node_issues + edge_issues + child_issues
+    hooks, hook_issues = _hooks(a.hooks)
+    issues = a.issues + issues + node_issues + edge_issues + child_issues + hook_issues
     if issues:
         raise GraphValidationError(issues, source)
     for name, nxt in nexts.items():
         nodes[name]["next"] = nxt
     config = {k: v for k, v in a.config.items() if v is not None}
+    if hooks:
+        config["hooks"] = hooks
     head = {k: v for k, v in a.head.items() if v is not None}
     document = {"id": a.graph_id, **head, "state": state, "config": config, "nodes": nodes}
     try:
@@ -71,8 +92,13 @@ def _nodes(a: Assembly) -> tuple[dict[str, dict[str, Any]], list[Issue]]:
     nodes: dict[str, dict[str, Any]] = {}
     issues: list[Issue] = []
     for name, (target, options) in a.nodes.items():
-        if isinstance(target, Graph):
+        if target is None or isinstance(target, Graph):
             nodes[name] = dict(options)
+            continue
+        if isinstance(target, Foreach):
+            action, problems = item_action(name, target.fn)
+            issues += problems
+            nodes[name] = {**options, "action": action}
             continue
         action, problems = node_action(name, target)
         issues += problems
@@ -88,6 +114,16 @@ def _nexts(a: Assembly) -> tuple[dict[str, Any], list[Issue]]:
     nexts: dict[str, Any] = {}
     issues: list[Issue] = []
     for src in dict.fromkeys([*a.edges, *a.routers]):
+        if src in a.nodes and a.nodes[src][1].get("type") == "return":
+            issues.append(
+                Issue(
+                    "dangling_edge",
+                    f"an edge leaves node '{src}', a return node, which ends the run",
+                    node=src,
+                    location=f"nodes.{src}.next",
+                )
+            )
+            continue
         if src not in a.nodes:
             issues.append(
                 Issue(
@@ -121,6 +157,17 @@ def _next(src: str, targets: list[str], routers: list[Callable[..., Any]]) -> tu
     if not targets:
         return {"fn": ref}, issues + problems
     return {"branches": [{"to": t} for t in targets], "fn": ref}, issues + problems
+
+
+def _hooks(entries: list[HookEntry]) -> tuple[list[dict[str, Any]], list[Issue]]:
+    hooks: list[dict[str, Any]] = []
+    issues: list[Issue] = []
+    for index, entry in enumerate(entries):
+        action, problems = hook_action(f"config.hooks.{index}", entry.fn)
+        issues += problems
+        hook = {"event": entry.event, "when": entry.when, "action": action}
+        hooks.append({k: v for k, v in hook.items() if v is not None})
+    return hooks, issues
 
 
 def _children(a: Assembly) -> tuple[dict[str, Graph], list[Issue]]:

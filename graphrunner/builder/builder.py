@@ -13,9 +13,9 @@ from typing import Any, Generic, Literal, Self, TypeVar
 
 from pydantic import BaseModel
 
-from graphrunner.builder.assemble import Assembly, assemble
+from graphrunner.builder.assemble import Assembly, Foreach, HookEntry, NodeTarget, assemble
 from graphrunner.graph import Graph
-from graphrunner.model import END, RetryPolicy
+from graphrunner.model import END, HookEvent, RetryPolicy
 from graphrunner.report import Issue
 
 S = TypeVar("S", bound=BaseModel)
@@ -51,7 +51,8 @@ class GraphBuilder(Generic[S]):
         self._config: dict[str, Any] = {"max_steps": max_steps, "max_depth": max_depth}
         self._config["error_mode"] = error_mode
         self._entry: str | None = None
-        self._nodes: dict[str, tuple[Callable[..., Any] | Graph, dict[str, Any]]] = {}
+        self._nodes: dict[str, tuple[NodeTarget, dict[str, Any]]] = {}
+        self._hooks: list[HookEntry] = []
         self._edges: dict[str, list[str]] = {}
         self._routers: dict[str, list[Callable[..., Any]]] = {}
         self._issues: list[Issue] = []
@@ -113,6 +114,68 @@ class GraphBuilder(Generic[S]):
         }
         return self._add(name, graph, options)
 
+    def add_foreach(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *,
+        over: str,
+        collect: str | None = None,
+        parallel: bool = False,
+        max_concurrency: int | None = None,
+        tolerated_failures: int | str = 0,
+        retry: RetrySpec | None = None,
+        timeout: float | None = None,
+        queue: str | None = None,
+        on_error: str | None = None,
+        error_mode: ErrorMode | None = None,
+        cache_result: bool = False,
+        description: str | None = None,
+    ) -> Self:
+        """Add foreach node `name` calling `fn(item)` once per item of `over` (a state field name,
+        or an expression such as `"${state.docs}"`); the results go to `collect` in item order.
+
+        `fn` also gets `index` and `state` when it has parameters of those names. The options
+        mean what the foreach keys of the same name mean in a graph file.
+        """
+        options = {
+            "type": "foreach",
+            "description": description,
+            "over": over if "${" in over else "${state." + over + "}",
+            "collect": collect,
+            "parallel": parallel or None,
+            "max_concurrency": max_concurrency,
+            "tolerated_failures": tolerated_failures or None,
+            "retry": _retry(retry),
+            "timeout": timeout,
+            "queue": queue,
+            "on_error": on_error,
+            "error_mode": error_mode,
+            "cache_result": cache_result or None,
+        }
+        return self._add(name, Foreach(fn), options)
+
+    def add_pause(self, name: str, *, message: str | None = None, description: str | None = None) -> Self:
+        """Add pause node `name`: the run parks as `paused` until it is resumed (with an optional
+        state patch), then follows the node's edge."""
+        return self._add(name, None, {"type": "pause", "message": message, "description": description})
+
+    def add_return(
+        self, name: str, *, output: str | Mapping[str, str] | None = None, description: str | None = None
+    ) -> Self:
+        """Add return node `name`, which ends the run with `output`: a state field name, or a mapping
+        of output key to state field name (a value with `${...}` is an expression); the whole
+        state without it."""
+        options = {"type": "return", "output": _output(output), "description": description}
+        return self._add(name, None, options)
+
+    def add_hook(self, event: HookEvent, fn: Callable[..., Any], *, when: str | None = None) -> Self:
+        """Call `fn(event)` on `event` (graph_started, after_step, error, limit, graph_completed)
+        when the CEL condition `when` holds; `fn` also gets `state` when it has such a parameter.
+        An `error` hook may return "retry", "continue" or "fail" to decide what happens next."""
+        self._hooks.append(HookEntry(event, fn, when))
+        return self
+
     def add_edge(self, src: str, dst: str) -> Self:
         """After `src`, go to `dst` (a node name, or `END` to end the run)."""
         self._edges.setdefault(src, []).append(dst)
@@ -140,10 +203,11 @@ class GraphBuilder(Generic[S]):
                 edges={k: list(v) for k, v in self._edges.items()},
                 routers={k: list(v) for k, v in self._routers.items()},
                 issues=list(self._issues),
+                hooks=list(self._hooks),
             )
         )
 
-    def _add(self, name: str, target: Callable[..., Any] | Graph, options: dict[str, Any]) -> Self:
+    def _add(self, name: str, target: NodeTarget, options: dict[str, Any]) -> Self:
         if name in self._nodes:
             self._issues.append(
                 Issue("invalid_schema", f"node '{name}' is added twice", node=name, location=f"nodes.{name}")
@@ -176,6 +240,17 @@ class GraphBuilder(Generic[S]):
             "inputs": dict(inputs) if inputs is not None else None,
             "outputs": dict(outputs) if outputs is not None else None,
         }
+
+
+def _output(output: str | Mapping[str, str] | None) -> Any:
+    def read(value: str) -> str:
+        return value if "${" in value else "${state." + value + "}"
+
+    if output is None:
+        return None
+    if isinstance(output, str):
+        return read(output)
+    return {key: read(value) for key, value in output.items()}
 
 
 def _same_name(fields: Iterable[str] | None) -> dict[str, str]:

@@ -72,3 +72,44 @@ def failing_graph() -> Graph:
         GraphBuilder(Draft, id="builder-it/failing").add_node("write", write).add_node("explode", explode)
     )
     return builder.add_edge("write", "explode").set_entry("write").compile()
+
+
+class Batch(BaseModel):
+    """The state of the parity graph: a foreach, a pause, hooks and a return with output."""
+
+    docs: list[str] = []
+    lengths: list[int] = []
+    approved_by: str = ""
+    log: Annotated[list[str], append] = []
+
+
+def length(item: str, index: int) -> int:
+    """One foreach item."""
+    return len(item) * 10 + index
+
+
+async def approve(state: Batch) -> dict[str, Any]:
+    """After the pause: the resume's state patch is there."""
+    return {"log": [f"approved by {state.approved_by}"]}
+
+
+def count_steps(event: dict[str, Any]) -> dict[str, Any]:
+    """An after_step hook that only observes."""
+    return {"seen": event["node"]}
+
+
+def parity_graph() -> Graph:
+    """Foreach (parallel) -> pause -> node -> return with output, with an after_step hook."""
+    return (
+        GraphBuilder(Batch, id="builder-it/parity")
+        .add_foreach("measure", length, over="docs", collect="lengths", parallel=True, max_concurrency=2)
+        .add_pause("wait_for_approval", message="approve the lengths")
+        .add_node("approve", approve)
+        .add_return("done", output={"lengths": "lengths", "log": "log"})
+        .add_edge("measure", "wait_for_approval")
+        .add_edge("wait_for_approval", "approve")
+        .add_edge("approve", "done")
+        .add_hook("after_step", count_steps)
+        .set_entry("measure")
+        .compile()
+    )

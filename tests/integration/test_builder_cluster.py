@@ -85,3 +85,17 @@ def test_the_initial_state_is_part_of_a_run_id(cluster: Client) -> None:
     with pytest.raises(RunConflict, match="initial state"):
         cluster.submit(graph, state={"topic": "b"}, run_id=run_id)
     first.wait(timeout=60)
+
+
+def test_foreach_pause_hooks_and_return_of_a_builder_graph_on_the_cluster(cluster: Client) -> None:
+    graph = targets.parity_graph()
+    state = {"docs": ["a", "bbb", "cc"]}
+    local = graph.invoke_sync(state=state)
+    assert (local.status, local.path) == ("paused", ["measure", "wait_for_approval"])
+    handle = cluster.submit(graph, state=state)
+    paused = handle.wait(timeout=60)
+    same_run(local, paused)
+    assert paused.state["lengths"] == [10, 31, 22]
+    done = cluster.resume(handle.id, {"approved_by": "ada"}).wait(timeout=60)
+    assert (done.status, done.path) == ("completed", ["measure", "wait_for_approval", "approve", "done"])
+    assert done.output == {"lengths": [10, 31, 22], "log": ["approved by ada"]}

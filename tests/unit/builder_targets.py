@@ -161,3 +161,34 @@ def describe(state: Flow, note: str) -> dict[str, Any]:
 def by_topic(state: Flow) -> str:
     """A YAML routing function annotated with the model."""
     return "done" if state.topic else END
+
+
+class Docs(BaseModel):
+    """The state of the foreach, pause, return and hook graphs (builder parity)."""
+
+    docs: list[str] = []
+    lengths: list[int] = []
+    note: str = ""
+    seen: Annotated[list[str], append] = []
+
+
+def measure(item: str, index: int) -> int:
+    """One item of a foreach: its length, checked against its position."""
+    if item == "boom":
+        raise ValueError(f"item {index} is boom")
+    return len(item) * 10 + index
+
+
+async def noted(state: Docs) -> dict[str, Any]:
+    """After the pause: what the resume patched in is kept."""
+    return {"seen": [f"noted:{state.note}"]}
+
+
+def watch(event: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """An after_step hook: records nothing, answers nothing (hooks observe)."""
+    return {"event": event["name"], "node": event.get("node"), "lengths": state.get("lengths")}
+
+
+def forgive(event: dict[str, Any]) -> str:
+    """An error hook that answers `continue` for the foreach node."""
+    return "continue" if event.get("node") == "measure" else "fail"
