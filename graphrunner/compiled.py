@@ -28,6 +28,7 @@ from graphrunner.model import (
     GraphSpec,
     Hook,
     Next,
+    ParallelNode,
     ReturnNode,
     SubgraphNode,
 )
@@ -56,7 +57,8 @@ class CompiledNode:
     next: CompiledNext | None = None
     over: Template | None = None
     output: Template | None = None
-    child_inputs: dict[str, Template] = field(default_factory=dict)
+    child_inputs: dict[str, Template] = field(default_factory=dict)  # subgraph, foreach over a graph
+    branch_inputs: dict[str, dict[str, Template]] = field(default_factory=dict)  # parallel, by branch
     rye: bool = False  # of a Rye graph file: the walker's result envelope and comparisons apply
     permissions: tuple[str, ...] | None = None  # a Rye file's permissions, checked beside capabilities
 
@@ -146,15 +148,20 @@ def _compile_node(name: str, node: AnyNode, c: _Collector) -> CompiledNode:
     params: Template = Constant({})
     over = None
     child_inputs: dict[str, Template] = {}
+    branch_inputs: dict[str, dict[str, Template]] = {}
     if isinstance(node, ForeachNode):
-        params = c.params(node.action.params, ns.for_params(node.as_), name, f"{base}.action.params")
+        if node.action is not None:
+            params = c.params(node.action.params, ns.for_params(node.as_), name, f"{base}.action.params")
+        child_inputs = _child_inputs(c, node.inputs, ns.for_params(node.as_), name, f"{base}.inputs")
         over = c.template(node.over, ns.BASE, name, f"{base}.over")
     elif isinstance(node, ActionNode):
         params = c.params(node.action.params, ns.for_params(), name, f"{base}.action.params")
     elif isinstance(node, SubgraphNode):
-        child_inputs = {
-            k: c.template(v if c.rye else _as_expression(v), ns.BASE, name, f"{base}.inputs.{k}")
-            for k, v in (node.inputs or {}).items()
+        child_inputs = _child_inputs(c, node.inputs, ns.BASE, name, f"{base}.inputs")
+    elif isinstance(node, ParallelNode):
+        branch_inputs = {
+            b: _child_inputs(c, branch.inputs, ns.BASE, name, f"{base}.branches.{b}.inputs")
+            for b, branch in node.branches.items()
         }
     return CompiledNode(
         name,
@@ -164,7 +171,18 @@ def _compile_node(name: str, node: AnyNode, c: _Collector) -> CompiledNode:
         next=compiled_next,
         over=over,
         child_inputs=child_inputs,
+        branch_inputs=branch_inputs,
     )
+
+
+def _child_inputs(
+    c: _Collector, inputs: dict[str, Any] | None, names: frozenset[str], node: str, where: str
+) -> dict[str, Template]:
+    """A child run's projected inputs (child field: parent field name, or an expression)."""
+    return {
+        k: c.template(v if c.rye else _as_expression(v), names, node, f"{where}.{k}")
+        for k, v in (inputs or {}).items()
+    }
 
 
 def _as_expression(value: Any) -> Any:

@@ -23,7 +23,7 @@ from typing import Any
 import redis
 
 from graphrunner import engine
-from graphrunner.cluster import children, dispatch, fanout, operations, sequence
+from graphrunner.cluster import children, dispatch, fanout, operations, sequence, support
 from graphrunner.cluster.context import Cluster
 from graphrunner.cluster.decisions import Checkpoint, Collect, Complete, Decision, Idle, Poll, Suspend
 from graphrunner.cluster.heartbeat import Heartbeats
@@ -205,6 +205,9 @@ class StepExecutor:
     ) -> tuple[StepPlan, Decision]:
         """Plan the step at the run's node and decide how it starts."""
         plan = engine.prepare(graph, snap, utcnow())
+        refused = support.node_failure(graph.spec, plan.node) if plan.kind != "limit" else None
+        if refused is not None and plan.failure is None:
+            plan = replace(plan, failure=refused)
         if plan.failure is not None:
             return plan, Complete(NoOutcome(), hook_round)
         if plan.kind == "action":

@@ -9,14 +9,16 @@ from graphrunner.engine.hooks import control_answer, first_answer, hook_calls
 from graphrunner.engine.outcomes import (
     ActionFailure,
     ActionOutcome,
+    BranchOutcome,
     ChildOutcome,
     Control,
     ForeachOutcome,
     ItemOutcome,
     NoOutcome,
     Outcome,
+    ParallelOutcome,
 )
-from graphrunner.engine.plan import StepPlan, item_call, prepare
+from graphrunner.engine.plan import BranchStart, StepPlan, item_call, item_child, prepare
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
 from graphrunner.engine.start import begin, missing_env, resume, too_deep
 from graphrunner.engine.step import StepResult, complete
@@ -25,12 +27,15 @@ __all__ = [
     "ActionCall",
     "ActionFailure",
     "ActionOutcome",
+    "BranchOutcome",
+    "BranchStart",
     "ChildOutcome",
     "Control",
     "ForeachOutcome",
     "ItemOutcome",
     "NoOutcome",
     "Outcome",
+    "ParallelOutcome",
     "RunSnapshot",
     "RunStatus",
     "StepEvent",
@@ -42,6 +47,7 @@ __all__ = [
     "first_answer",
     "hook_calls",
     "item_call",
+    "item_child",
     "missing_env",
     "prepare",
     "resume",

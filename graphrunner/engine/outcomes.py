@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Control = Literal["retry", "continue", "fail"]
+FINISHED_OK = ("completed", "completed_with_errors")
+CHILD_ERROR_TYPES = {"limit_exceeded": "LimitExceeded", "permission_denied": "PermissionDenied"}
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,53 @@ class ForeachOutcome:
 
 @dataclass(frozen=True)
 class ChildOutcome:
-    """A finished child run of a subgraph node."""
+    """A finished child run of a subgraph node, a parallel branch or a foreach item."""
 
     status: str
     state: dict[str, Any] = field(default_factory=dict)
     output: Any = None
     error: dict[str, Any] | None = None
+    control: Control | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the child completed (with or without suppressed errors)."""
+        return self.status in FINISHED_OK
+
+    def failure(self, label: str) -> ActionFailure:
+        """The child's end as the failure of the node that ran it (`label`: what it was)."""
+        error = self.error or {}
+        kind = error.get("type")
+        # a limit (e.g. nesting deeper than max_depth) or a denied dispatch keeps its category
+        classification = kind if kind in ("limit_exceeded", "permission_denied") else "permanent"
+        return ActionFailure(
+            classification,
+            f"{label} ended {self.status}: {error.get('message', 'no error recorded')}",
+            CHILD_ERROR_TYPES.get(classification, "SubgraphFailed"),
+        )
+
+    def as_item(self, index: int, item: Any, label: str) -> ItemOutcome:
+        """A foreach item run as this child: its output is the item's result."""
+        if self.ok:
+            return ItemOutcome(index, item, ActionOutcome(result=self.output))
+        return ItemOutcome(index, item, ActionOutcome(failure=self.failure(label)))
+
+
+@dataclass(frozen=True)
+class BranchOutcome:
+    """One branch of a parallel node: its name and its child run's end."""
+
+    name: str
+    child: ChildOutcome
+
+
+@dataclass(frozen=True)
+class ParallelOutcome:
+    """Every branch of a parallel node that ran, in declaration order; `failed_first` names the
+    branch whose failure stopped the others (fail_fast)."""
+
+    branches: tuple[BranchOutcome, ...] = ()
+    failed_first: str | None = None
     control: Control | None = None
 
 
@@ -74,4 +117,4 @@ class NoOutcome:
     control: Control | None = None
 
 
-Outcome = ActionOutcome | ForeachOutcome | ChildOutcome | NoOutcome
+Outcome = ActionOutcome | ForeachOutcome | ChildOutcome | ParallelOutcome | NoOutcome

@@ -21,7 +21,16 @@ from graphrunner.model import (
     PauseNode,
     ReturnNode,
 )
-from graphrunner.model.nodes import SubgraphNode
+from graphrunner.model.nodes import ParallelNode, SubgraphNode
+
+
+@dataclass(frozen=True)
+class BranchStart:
+    """One branch of a parallel step: the child run of `graph` to start with `values` projected in."""
+
+    name: str
+    graph: str
+    values: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -30,11 +39,12 @@ class StepPlan:
 
     node: str
     step: int
-    kind: str  # action | gate | foreach | subgraph | pause | return | limit
+    kind: str  # action | gate | foreach | subgraph | parallel | pause | return | limit
     call: ActionCall | None = None
     items: tuple[Any, ...] | None = None
     child_graph: str | None = None
     child_values: dict[str, Any] | None = None
+    branches: tuple[BranchStart, ...] = ()
     failure: ActionFailure | None = None
 
 
@@ -57,6 +67,8 @@ def prepare(graph: CompiledGraph, snap: RunSnapshot, now: datetime) -> StepPlan:
         return _foreach_plan(node, spec, snap, step, now)
     if isinstance(spec, SubgraphNode):
         return _subgraph_plan(node, spec, snap, step, now)
+    if isinstance(spec, ParallelNode):
+        return _parallel_plan(node, spec, snap, step, now)
     kind = {GateNode: "gate", PauseNode: "pause", ReturnNode: "return"}[type(spec)]
     return StepPlan(snap.node, step, kind)
 
@@ -75,7 +87,7 @@ def _action_plan(
 def build_call(node: CompiledNode, params: Any, item_index: int | None = None) -> ActionCall:
     """The dispatch of `node` with rendered params; null-valued params are dropped."""
     spec = node.spec
-    assert isinstance(spec, ActionNode | ForeachNode)
+    assert isinstance(spec, ActionNode | ForeachNode) and spec.action is not None
     clean = {k: v for k, v in params.items() if v is not None} if isinstance(params, dict) else {}
     return ActionCall(
         node=node.name,
@@ -119,7 +131,23 @@ def _foreach_plan(
             "BadForeach",
         )
         return StepPlan(node.name, step, "foreach", failure=failure)
-    return StepPlan(node.name, step, "foreach", items=tuple(items))
+    if spec.graph is None:
+        return StepPlan(node.name, step, "foreach", items=tuple(items))
+    refused = denied(snap.capabilities, None, graph_id=spec.graph, permissions=node.permissions)
+    return StepPlan(node.name, step, "foreach", items=tuple(items), child_graph=spec.graph, failure=refused)
+
+
+def item_child(
+    node: CompiledNode, snap: RunSnapshot, index: int, item: Any, now: datetime
+) -> dict[str, Any] | ActionFailure:
+    """The values projected into the child run of one item of a foreach over a graph."""
+    spec = node.spec
+    assert isinstance(spec, ForeachNode)
+    ctx = eval_context(snap, now, **{spec.as_: item, "index": index})
+    try:
+        return {k: t.render(ctx) for k, t in node.child_inputs.items()}
+    except ExpressionError as exc:
+        return _bad_params(node.name, exc, f"inputs (item {index})")
 
 
 def _subgraph_plan(
@@ -132,6 +160,24 @@ def _subgraph_plan(
         return StepPlan(node.name, step, "subgraph", failure=_bad_params(node.name, exc, "inputs"))
     failure = denied(snap.capabilities, None, graph_id=spec.graph, permissions=node.permissions)
     return StepPlan(node.name, step, "subgraph", child_graph=spec.graph, child_values=values, failure=failure)
+
+
+def _parallel_plan(
+    node: CompiledNode, spec: ParallelNode, snap: RunSnapshot, step: int, now: datetime
+) -> StepPlan:
+    ctx = eval_context(snap, now)
+    starts = []
+    for name, branch in spec.branches.items():
+        try:
+            values = {k: t.render(ctx) for k, t in node.branch_inputs[name].items()}
+        except ExpressionError as exc:
+            failure = _bad_params(node.name, exc, f"branches.{name}.inputs")
+            return StepPlan(node.name, step, "parallel", failure=failure)
+        refused = denied(snap.capabilities, None, graph_id=branch.graph, permissions=node.permissions)
+        if refused is not None:
+            return StepPlan(node.name, step, "parallel", failure=refused)
+        starts.append(BranchStart(name, branch.graph, values))
+    return StepPlan(node.name, step, "parallel", branches=tuple(starts))
 
 
 def _bad_params(node: str, exc: ExpressionError, what: str = "params") -> ActionFailure:

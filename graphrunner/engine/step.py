@@ -20,6 +20,7 @@ from graphrunner.engine.outcomes import (
     Control,
     ForeachOutcome,
     Outcome,
+    ParallelOutcome,
 )
 from graphrunner.engine.plan import StepPlan
 from graphrunner.engine.routing import route
@@ -27,15 +28,13 @@ from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
 from graphrunner.engine.state import check_state
 from graphrunner.errors import ExpressionError, LimitExceeded, NodeError, ReducerError, RunError
 from graphrunner.limits import state_problem
-from graphrunner.model import FIELD_NAME, ForeachNode, PauseNode, ReturnNode, SubgraphNode
+from graphrunner.model import FIELD_NAME, ForeachNode, ParallelNode, PauseNode, ReturnNode, SubgraphNode
 
 CATEGORY_OF = {
     "timeout": "timeout",
     "permission_denied": "permission_denied",
     "limit_exceeded": "limit_exceeded",
 }
-
-CHILD_ERROR_TYPES = {"limit_exceeded": "LimitExceeded", "permission_denied": "PermissionDenied"}
 
 
 @dataclass(frozen=True)
@@ -130,6 +129,8 @@ def _complete(
         return _after_foreach(s, outcome)
     if isinstance(outcome, ChildOutcome):
         return _after_child(s, outcome)
+    if isinstance(outcome, ParallelOutcome):
+        return _after_parallel(s, outcome)
     return _after_plain(s)
 
 
@@ -193,9 +194,17 @@ def _assign(s: _Step, result_ns: Any, extra: dict[str, Any]) -> dict[str, Any]:
     return {**extra, **update}
 
 
-def _merge(s: _Step, result_ns: Any, extra: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _merge(
+    s: _Step, result_ns: Any, extra: dict[str, Any], contributions: tuple[dict[str, Any], ...] = ()
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The node's update and the merged state: `contributions` (parallel branches) are merged
+    first, one after another in order, then the node's own update (`assign` and `extra`)."""
     update = _assign(s, result_ns, extra)
-    return update, s.graph.reducers.merge(s.snap.state, update, s.node.name)
+    state = s.snap.state
+    for contribution in contributions:
+        state = s.graph.reducers.merge(state, contribution, s.node.name)
+    combined = {k: v for c in contributions for k, v in c.items()} | update
+    return combined, s.graph.reducers.merge(state, update, s.node.name)
 
 
 def _succeed(
@@ -205,9 +214,10 @@ def _succeed(
     attempts: int,
     cache_hit: bool,
     suppressed: tuple[dict[str, Any], ...] = (),
+    contributions: tuple[dict[str, Any], ...] = (),
 ) -> StepResult:
     try:
-        update, merged = _merge(s, result_ns, extra)
+        update, merged = _merge(s, result_ns, extra, contributions)
     except RunError as exc:
         return _fail(s.snap, s.plan, _at(exc, s, s.snap.state), attempts)
     try:
@@ -378,25 +388,50 @@ def _after_child(s: _Step, outcome: ChildOutcome) -> StepResult:
     assert isinstance(spec, SubgraphNode)
     if outcome.status == RunStatus.PAUSED:  # in-process only: the cluster parks the parent instead
         return _paused_on_child(s)
-    if outcome.status not in (RunStatus.COMPLETED, RunStatus.COMPLETED_WITH_ERRORS):
-        error = outcome.error or {}
-        # a limit (e.g. nesting deeper than max_depth) or a denied dispatch keeps its category
-        kind = error.get("type")
-        classification = kind if kind in ("limit_exceeded", "permission_denied") else "permanent"
-        failure = ActionFailure(
-            classification,
-            f"subgraph '{spec.graph}' ended {outcome.status}: {error.get('message', 'no error recorded')}",
-            CHILD_ERROR_TYPES.get(classification, "SubgraphFailed"),
-        )
-        return _on_failure(s, failure, 1, outcome.control)
-    if spec.outputs is not None:
-        projected = {parent: outcome.state.get(child) for parent, child in spec.outputs.items()}
-    else:
-        projected = {k: v for k, v in outcome.state.items() if k in s.graph.spec.state}
+    if not outcome.ok:
+        return _on_failure(s, outcome.failure(f"subgraph '{spec.graph}'"), 1, outcome.control)
+    projected = _projected(s, spec.outputs, outcome)
     if spec.result_key:
         projected[spec.result_key] = outcome.output
     result_ns = _namespace(outcome.output, s.graph.spec.rye)
     return _succeed(s, result_ns, projected, 1, False)
+
+
+def _projected(s: _Step, outputs: dict[str, str] | None, outcome: ChildOutcome) -> dict[str, Any]:
+    """What a finished child contributes: `outputs` (parent field: child field), else the child
+    fields named like the parent's declared fields."""
+    if outputs is not None:
+        return {parent: outcome.state.get(child) for parent, child in outputs.items()}
+    return {k: v for k, v in outcome.state.items() if k in s.graph.spec.state}
+
+
+def _after_parallel(s: _Step, outcome: ParallelOutcome) -> StepResult:
+    """Merge the branches' contributions in declaration order (fail_fast: the first failure fails
+    the node; collect: the failures go to `errors_field`)."""
+    spec = s.node.spec
+    assert isinstance(spec, ParallelNode)
+    if any(b.child.status == RunStatus.PAUSED for b in outcome.branches):  # in-process only
+        return _paused_on_child(s)
+    failed = [b for b in outcome.branches if not b.child.ok]
+    if failed and spec.error_policy == "fail_fast":
+        first = next((b for b in failed if b.name == outcome.failed_first), failed[0])
+        graph = spec.branches[first.name].graph
+        return _on_failure(
+            s, first.child.failure(f"branch '{first.name}' (graph '{graph}')"), 1, outcome.control
+        )
+    done = [b for b in outcome.branches if b.child.ok]
+    contributions = tuple(_projected(s, spec.branches[b.name].outputs, b.child) for b in done)
+    errors = [{"branch": b.name, **_branch_error(b.child)} for b in failed]
+    result_ns = {"branches": {b.name: b.child.output for b in done}, "errors": errors}
+    extra: dict[str, Any] = {spec.errors_field: errors} if spec.errors_field else {}
+    if spec.result_key:
+        extra[spec.result_key] = result_ns
+    return _succeed(s, result_ns, extra, 1, False, contributions=contributions)
+
+
+def _branch_error(child: ChildOutcome) -> dict[str, Any]:
+    error = child.error or {}
+    return {"type": error.get("type", child.status), "message": error.get("message", f"ended {child.status}")}
 
 
 def _paused_on_child(s: _Step) -> StepResult:

@@ -1,18 +1,20 @@
-"""Node types: action (default), gate, foreach, subgraph, pause and return."""
+"""Node types: action (default), gate, foreach, subgraph, parallel, pause and return."""
 
 from __future__ import annotations
 
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from graphrunner.model.actions import Action, RetryPolicy
-from graphrunner.model.base import Model
+from graphrunner.model.base import NODE_NAME, Model
 from graphrunner.model.edges import Next
 
 ErrorMode = Literal["fail", "continue"]
-NODE_TYPES = ("action", "gate", "foreach", "subgraph", "pause", "return")
+NODE_TYPES = ("action", "gate", "foreach", "subgraph", "parallel", "pause", "return")
+ErrorPolicy = Literal["fail_fast", "collect"]
+CHILD_ONLY = ("retry", "timeout", "queue", "cache_result")  # dispatch options a child run does not take
 PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 
@@ -63,9 +65,13 @@ class GateNode(_Routed):
 
 
 class ForeachNode(_Dispatching):
-    """Run `action` once per item of `over`, one after another or as a chord."""
+    """Run `action` once per item of `over`, one after another or as a chord; or, with `graph`,
+    one child run of that graph per item, its state projected in by `inputs`."""
 
     type: Literal["foreach"]
+    action: Action | None = None  # type: ignore[assignment]
+    graph: str | None = Field(default=None, min_length=1)
+    inputs: dict[str, Any] | None = None
     over: Any
     as_: str = Field(default="item", alias="as", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     parallel: bool = False
@@ -85,6 +91,20 @@ class ForeachNode(_Dispatching):
             raise ValueError(f"tolerated_failures must be a count or a percentage like '10%', got {value!r}")
         return value
 
+    @model_validator(mode="after")
+    def _action_or_graph(self) -> ForeachNode:
+        if (self.action is None) == (self.graph is None):
+            raise ValueError(
+                "a foreach runs either an action (action:) or a child graph per item (graph:), "
+                + ("not both" if self.action is not None else "and names neither")
+            )
+        if self.graph is None and self.inputs is not None:
+            raise ValueError("inputs: projects into a child graph; with action:, write the action's params")
+        written = [k for k in CHILD_ONLY if k in self.model_fields_set] if self.graph is not None else []
+        if written:
+            raise ValueError(f"a foreach over a graph takes no {', '.join(written)} (those are an action's)")
+        return self
+
     def tolerated(self, total: int) -> int:
         """How many failed items are tolerated out of `total`."""
         if isinstance(self.tolerated_failures, int):
@@ -101,6 +121,37 @@ class SubgraphNode(_ErrorHandled):
     graph: str = Field(min_length=1)
     inputs: dict[str, Any] | None = None
     outputs: dict[str, str] | None = None
+
+
+class ParallelBranch(Model):
+    """One branch of a parallel node: a child run of `graph`, projected as a subgraph is."""
+
+    graph: str = Field(min_length=1)
+    inputs: dict[str, Any] | None = None
+    outputs: dict[str, str] | None = None
+
+
+class ParallelNode(_ErrorHandled):
+    """Run every branch at once as a child run; merge their contributions in branch order."""
+
+    type: Literal["parallel"]
+    branches: dict[str, ParallelBranch] = Field(min_length=1)  # declaration order is merge order
+    error_policy: ErrorPolicy = "fail_fast"
+    errors_field: str | None = None
+
+    @field_validator("branches")
+    @classmethod
+    def _branch_names(cls, value: dict[str, ParallelBranch]) -> dict[str, ParallelBranch]:
+        bad = [name for name in value if not NODE_NAME.match(name)]
+        if bad:
+            raise ValueError(f"branch name {bad[0]!r} must match {NODE_NAME.pattern}")
+        return value
+
+    @model_validator(mode="after")
+    def _errors_field_with_collect(self) -> ParallelNode:
+        if self.errors_field is not None and self.error_policy != "collect":
+            raise ValueError("errors_field goes with error_policy: collect (fail_fast fails the node)")
+        return self
 
 
 class PauseNode(_Routed):
@@ -131,6 +182,7 @@ Node = Annotated[
     | Annotated[GateNode, Tag("gate")]
     | Annotated[ForeachNode, Tag("foreach")]
     | Annotated[SubgraphNode, Tag("subgraph")]
+    | Annotated[ParallelNode, Tag("parallel")]
     | Annotated[PauseNode, Tag("pause")]
     | Annotated[ReturnNode, Tag("return")],
     Discriminator(
@@ -139,4 +191,4 @@ Node = Annotated[
         custom_error_message=f"unknown node type; use one of {', '.join(NODE_TYPES)}",
     ),
 ]
-AnyNode = ActionNode | GateNode | ForeachNode | SubgraphNode | PauseNode | ReturnNode
+AnyNode = ActionNode | GateNode | ForeachNode | SubgraphNode | ParallelNode | PauseNode | ReturnNode

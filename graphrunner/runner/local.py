@@ -17,11 +17,13 @@ from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import (
     ActionFailure,
     ActionOutcome,
+    BranchOutcome,
     ChildOutcome,
     ForeachOutcome,
     ItemOutcome,
     NoOutcome,
     Outcome,
+    ParallelOutcome,
     RunSnapshot,
     RunStatus,
     StepPlan,
@@ -29,7 +31,7 @@ from graphrunner.engine import (
 )
 from graphrunner.engine.step import foreach_fails
 from graphrunner.errors import GraphrunnerError, RunError
-from graphrunner.model import ForeachNode
+from graphrunner.model import ForeachNode, ParallelNode
 from graphrunner.results import RunResult
 from graphrunner.services import StepServices, tool_context
 from graphrunner.services.records import AnyRecord, StepRecord, retry_records, utcnow
@@ -125,11 +127,18 @@ class LocalRunner:
             return await self.services.call(snap, plan.call, tool_context(snap, plan.node, plan.step))
         if plan.kind == "foreach":
             return await self._foreach(graph, snap, plan)
-        return await self._child(graph, snap, plan)
+        if plan.kind == "parallel":
+            return await self._parallel(graph, snap, plan)
+        assert plan.child_graph is not None
+        return await self._child(
+            graph, snap, plan.child_graph, plan.child_values, f"{snap.run_id}.{plan.step}"
+        )
 
     async def _item(
         self, graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan, index: int, item: Any
     ) -> ItemOutcome:
+        if plan.child_graph is not None:
+            return await self._item_child(graph, snap, plan, index, item)
         call = engine.item_call(graph.nodes[plan.node], snap, index, item, utcnow())
         if isinstance(call, ActionFailure):
             return ItemOutcome(index, item, ActionOutcome(failure=call))
@@ -157,19 +166,68 @@ class LocalRunner:
                 break  # the node has failed: the remaining items cannot change that
         return ForeachOutcome(tuple(done))
 
-    async def _child(self, graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan) -> ChildOutcome:
+    async def _item_child(
+        self, graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan, index: int, item: Any
+    ) -> ItemOutcome:
+        """One item of a foreach over a graph: a child run, whose output is the item's result."""
         assert plan.child_graph is not None
+        values = engine.item_child(graph.nodes[plan.node], snap, index, item, utcnow())
+        if isinstance(values, ActionFailure):
+            return ItemOutcome(index, item, ActionOutcome(failure=values))
+        run_id = f"{snap.run_id}.{plan.step}.{index}"
+        child = await self._child(graph, snap, plan.child_graph, values, run_id)
+        return child.as_item(index, item, f"item {index} (graph '{plan.child_graph}')")
+
+    async def _parallel(self, graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan) -> ParallelOutcome:
+        """Every branch at once; with fail_fast the first failure cancels the branches still running."""
+        spec = graph.nodes[plan.node].spec
+        assert isinstance(spec, ParallelNode)
+        tasks = {
+            asyncio.ensure_future(
+                self._child(graph, snap, b.graph, b.values, f"{snap.run_id}.{plan.step}.{b.name}")
+            ): b.name
+            for b in plan.branches
+        }
+        ended: dict[str, ChildOutcome] = {}
+        failed_first = None
+        pending = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                ended[tasks[task]] = task.result()
+                if failed_first is None and not ended[tasks[task]].ok:
+                    failed_first = tasks[task]
+            if failed_first is not None and spec.error_policy == "fail_fast":
+                for task in pending:
+                    task.cancel()
+                cancelled = ChildOutcome(
+                    "cancelled", error={"type": "cancelled", "message": "a branch failed"}
+                )
+                ended |= {tasks[t]: cancelled for t in pending}
+                break
+        order = [b.name for b in plan.branches]
+        return ParallelOutcome(tuple(BranchOutcome(n, ended[n]) for n in order), failed_first)
+
+    async def _child(
+        self,
+        graph: CompiledGraph,
+        snap: RunSnapshot,
+        graph_id: str,
+        values: dict[str, Any] | None,
+        run_id: str,
+    ) -> ChildOutcome:
+        """Run the child graph `graph_id` to its end in this process (a subgraph, branch or item)."""
         too_deep = engine.too_deep(graph, snap)
         if too_deep is not None:
             return ChildOutcome("failed", error=too_deep)
         try:
-            child = graph.subgraph(plan.child_graph)
-            inputs, state = child.split_child_values(plan.child_values or {})
+            child = graph.subgraph(graph_id)
+            inputs, state = child.split_child_values(values or {})
             result = await self.invoke(
                 child,
                 inputs,
                 state=state,
-                run_id=f"{snap.run_id}.{plan.step}",
+                run_id=run_id,
                 capabilities=snap.capabilities,
                 depth=snap.depth + 1,
             )

@@ -7,14 +7,8 @@ from collections.abc import Collection
 from graphrunner.model import GraphSpec
 from graphrunner.report import Issue
 from graphrunner.validation.analysis import analyse
-from graphrunner.validation.checks import (
-    ChildLookup,
-    check_foreach,
-    check_reducers,
-    check_subgraphs,
-    check_tools,
-    check_updates,
-)
+from graphrunner.validation.checks import check_foreach, check_reducers, check_tools, check_updates
+from graphrunner.validation.children import ChildLookup, check_children
 from graphrunner.validation.structure import check_structure
 
 
@@ -26,7 +20,7 @@ def check_spec(spec: GraphSpec, tools: Collection[str], lookup: ChildLookup) -> 
         + check_tools(spec, tools)
         + check_foreach(spec)
         + check_updates(spec)
-        + check_subgraphs(spec, lookup)
+        + check_children(spec, lookup)
     )
 
 

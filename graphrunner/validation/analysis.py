@@ -10,10 +10,11 @@ from typing import Any
 
 from graphrunner.errors import ExpressionError
 from graphrunner.expressions.scanner import split_template
-from graphrunner.model import END, ActionNode, ForeachNode, GraphSpec, ReturnNode, SubgraphNode
+from graphrunner.model import END, ActionNode, ForeachNode, GraphSpec, ParallelNode, ReturnNode, SubgraphNode
 from graphrunner.model.conditions import StructuredCondition
 from graphrunner.report import Issue
 from graphrunner.rye.permissions import graph_name, permitted, rye_name
+from graphrunner.validation.children import child_sites
 from graphrunner.validation.constants import constant_failures
 from graphrunner.validation.structure import unreachable
 
@@ -71,8 +72,9 @@ def _read_sites(spec: GraphSpec) -> Iterator[str]:
         nxt = getattr(node, "next", None)
         for branch in nxt.branches if nxt is not None else ():
             yield from _conditions(branch.when)
-        if isinstance(node, SubgraphNode) and not spec.rye:  # a Rye graph's inputs are values
-            yield from (f"state.{v}" for v in (node.inputs or {}).values() if isinstance(v, str))
+        if not spec.rye:  # a child's inputs written as bare names read parent fields (Rye: values)
+            for site in child_sites(spec):
+                yield from (f"state.{v}" for v in (site.inputs or {}).values() if isinstance(v, str))
     for hook in spec.config.hooks:
         yield from _expressions(hook.action.params)
         yield from _conditions(hook.when)
@@ -82,9 +84,13 @@ def _writes(spec: GraphSpec) -> set[str]:
     written = set()
     for node in spec.nodes.values():
         written |= set(node.assign)
-        written |= {t for t in (getattr(node, "result_key", None), getattr(node, "collect", None)) if t}
+        labels = ("result_key", "collect", "errors_field")
+        written |= {t for t in (getattr(node, label, None) for label in labels) if t}
         if isinstance(node, SubgraphNode):
             written |= set(node.outputs or {}) or set(spec.state)
+        if isinstance(node, ParallelNode):
+            for branch in node.branches.values():
+                written |= set(branch.outputs or {}) if branch.outputs is not None else set(spec.state)
         if getattr(node, "assign_result", False):  # the result's keys: any field may be written
             written |= set(spec.state)
     return written
@@ -132,13 +138,9 @@ def _unpermitted(spec: GraphSpec) -> list[Issue]:
     sites: list[tuple[str, str, str, str | None]] = [
         (name, f"nodes.{name}.action.tool", rye_name(n.action.tool), n.action.tool)
         for name, n in spec.nodes.items()
-        if isinstance(n, ActionNode | ForeachNode)
+        if isinstance(n, ActionNode | ForeachNode) and n.action is not None
     ]
-    sites += [
-        (name, f"nodes.{name}.graph", graph_name(n.graph), None)
-        for name, n in spec.nodes.items()
-        if isinstance(n, SubgraphNode)
-    ]
+    sites += [(c.node, f"{c.where}.graph", graph_name(c.graph), None) for c in child_sites(spec)]
     return [
         Issue(
             "rye_permission_missing",

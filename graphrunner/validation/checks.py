@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 
 from graphrunner.importing import ImportFailed, check_reference
-from graphrunner.model import Action, ActionNode, ForeachNode, GraphSpec, SubgraphNode
+from graphrunner.model import Action, ActionNode, ForeachNode, GraphSpec
 from graphrunner.reducers import ReducerConfigError, build_reducer
 from graphrunner.report import Issue
 
 RESERVED_ITEM_NAMES = frozenset({"state", "inputs", "result", "run", "index", "_now", "_timestamp"})
-ChildLookup = Callable[[str], "GraphSpec | str"]
 
 
 def check_reducers(spec: GraphSpec) -> list[Issue]:
@@ -47,7 +46,7 @@ def check_tools(spec: GraphSpec, tools: Collection[str]) -> list[Issue]:
     sites: list[tuple[str | None, str, Action]] = [
         (name, f"nodes.{name}.action", n.action)
         for name, n in spec.nodes.items()
-        if isinstance(n, ActionNode | ForeachNode)
+        if isinstance(n, ActionNode | ForeachNode) and n.action is not None
     ]
     sites += [(None, f"config.hooks.{i}.action", h.action) for i, h in enumerate(spec.config.hooks)]
     for node, where, action in sites:
@@ -135,7 +134,7 @@ def check_updates(spec: GraphSpec) -> list[Issue]:
         writers: dict[str, list[str]] = {}
         for key in node.assign:
             writers.setdefault(key, []).append("assign")
-        for label in ("result_key", "collect"):
+        for label in ("result_key", "collect", "errors_field"):
             target = getattr(node, label, None)
             if target:
                 writers.setdefault(target, []).append(label)
@@ -149,51 +148,4 @@ def check_updates(spec: GraphSpec) -> list[Issue]:
                         location=f"nodes.{name}",
                     )
                 )
-    return issues
-
-
-def check_subgraphs(spec: GraphSpec, lookup: ChildLookup) -> list[Issue]:
-    """`unknown_graph` and `mapping_references_undeclared_field` for subgraph nodes."""
-    issues: list[Issue] = []
-    for name, node in spec.nodes.items():
-        if not isinstance(node, SubgraphNode):
-            continue
-        child = lookup(node.graph)
-        if isinstance(child, str):
-            issues.append(
-                Issue(
-                    "unknown_graph",
-                    f"node '{name}': subgraph '{node.graph}': {child}",
-                    node=name,
-                    location=f"nodes.{name}.graph",
-                )
-            )
-            continue
-        issues += _mapping_fields(spec, child, name, node)
-    return issues
-
-
-def _mapping_fields(parent: GraphSpec, child: GraphSpec, name: str, node: SubgraphNode) -> list[Issue]:
-    issues = []
-    child_fields = set(child.state) | set(child.inputs)
-
-    def bad(side: str, fld: str, where: str) -> Issue:
-        return Issue(
-            "mapping_references_undeclared_field",
-            f"node '{name}': {where} names {side} field '{fld}', which is not declared",
-            node=name,
-            location=f"nodes.{name}.{where}",
-        )
-
-    for child_field, source in (node.inputs or {}).items():
-        if child_field not in child_fields:
-            issues.append(bad(f"child ('{child.id}')", child_field, f"inputs.{child_field}"))
-        named = isinstance(source, str) and "${" not in source and not parent.rye  # Rye: a value
-        if named and source not in parent.state:
-            issues.append(bad("parent", source, f"inputs.{child_field}"))
-    for parent_field, child_field in (node.outputs or {}).items():
-        if parent_field not in parent.state:
-            issues.append(bad("parent", parent_field, f"outputs.{parent_field}"))
-        if child_field not in child.state:
-            issues.append(bad(f"child ('{child.id}')", child_field, f"outputs.{parent_field}"))
     return issues

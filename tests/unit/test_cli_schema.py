@@ -137,13 +137,45 @@ nodes:
     next: [{to: $end}]
 """
 
-INLINE_VALID = {"design": DESIGN_EXAMPLE, "rye": RYE_FORMS, "shorthands": SHORTHANDS}
+CHILD_RUNS = """\
+id: research
+state: {query: {type: string}, docs: {type: list}, log: {type: list, reducer: append}, summaries: {}, errs: {}}
+config: {start: research}
+nodes:
+  research:
+    type: parallel
+    branches:
+      wiki: {graph: research/wiki, inputs: {query: query}, outputs: {log: log}}
+      web: {graph: research/web, inputs: {query: "${state.query}"}}
+    error_policy: collect
+    errors_field: errs
+    next: per_doc
+  per_doc:
+    type: foreach
+    over: "${state.docs}"
+    as: doc
+    parallel: true
+    max_concurrency: 8
+    graph: docs/process
+    inputs: {doc: "${doc}", position: "${index}"}
+    collect: summaries
+    tolerated_failures: 1
+"""
+
+INLINE_VALID = {
+    "design": DESIGN_EXAMPLE,
+    "rye": RYE_FORMS,
+    "shorthands": SHORTHANDS,
+    "child runs": CHILD_RUNS,
+}
 
 INVALID = {
     "unknown top-level key": "id: g\nstart: a\nnodes: {a: {type: return}}\n",
     "unknown node type": "id: g\nnodes: {a: {type: teleport}}\n",
     "unknown node_type": "id: g\nnodes: {a: {node_type: teleport}}\n",
     "type and node_type": "id: g\nnodes: {a: {type: return, node_type: return}}\n",
+    "parallel without branches": "id: g\nnodes: {a: {type: parallel, branches: {}}}\n",
+    "parallel branch without graph": "id: g\nnodes: {a: {type: parallel, branches: {x: {inputs: {}}}}}\n",
     "unknown node key": "id: g\nnodes: {a: {type: return, colour: red}}\n",
     "no nodes": "id: g\nnodes: {}\n",
     "bad node name": "id: g\nnodes: {'9lives': {type: return}}\n",
