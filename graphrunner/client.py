@@ -17,7 +17,6 @@ from graphrunner import engine
 from graphrunner.cluster import operations, sweeper
 from graphrunner.cluster.context import Cluster
 from graphrunner.cluster.runs import check_concurrency_key, check_run_id, fingerprint
-from graphrunner.cluster.support import check_cluster_support
 from graphrunner.cluster.sweeper import SweepReport
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import CancelError as CancelError  # re-exported for users
@@ -111,7 +110,6 @@ class Client:
             loaded, inputs, run_id=run_id, state=state, capabilities=caps, max_state_bytes=limit
         )
         snap = snap.model_copy(update={"concurrency_key": key})
-        check_cluster_support(loaded)
         self.cluster.graphs.put(loaded)
         identity = fingerprint(loaded, snap.inputs, snap.capabilities, key, state=state)
         admitting = key is not None and not self.store.run_fields(run_id)  # a resubmit takes no key

@@ -30,6 +30,7 @@ class Suspend:
     wait: Wait
     records: tuple[AnyRecord, ...] = ()
     changes: dict[str, Any] = field(default_factory=dict)
+    kids: tuple[str, ...] = ()  # a `kids` wait: the kid runs to create once the wait is committed
 
 
 @dataclass(frozen=True)

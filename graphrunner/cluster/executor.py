@@ -23,7 +23,7 @@ from typing import Any
 import redis
 
 from graphrunner import engine
-from graphrunner.cluster import children, dispatch, fanout, operations, sequence, support
+from graphrunner.cluster import children, dispatch, fanout, kids, operations, sequence
 from graphrunner.cluster.context import Cluster
 from graphrunner.cluster.decisions import Checkpoint, Collect, Complete, Decision, Idle, Poll, Suspend
 from graphrunner.cluster.heartbeat import Heartbeats
@@ -34,6 +34,7 @@ from graphrunner.cluster.waits import Wait, deferred_wait
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import ForeachOutcome, NoOutcome, RunSnapshot, RunStatus, StepPlan
 from graphrunner.errors import BrokerUnavailable, GraphrunnerError, StoreUnavailable
+from graphrunner.model import ForeachNode
 from graphrunner.services import Deferred, StepServices, tool_context
 from graphrunner.services.records import (
     AnyRecord,
@@ -119,7 +120,7 @@ class StepExecutor:
             return self._stale(snap, msg)
         wait = Wait.from_dict(snap.wait) if snap.wait is not None else None
         if msg.phase != snap.phase and not (
-            wait is not None and wait.kind == "items" and msg.phase < snap.phase
+            wait is not None and wait.kind in ("items", "kids") and msg.phase < snap.phase
         ):
             return self._stale(snap, msg)  # an earlier phase; an items task that died is taken over
         if redelivered and self._poisoned(snap):
@@ -198,6 +199,11 @@ class StepExecutor:
             return plan, fanout.join(wait, self.store.count_items(snap.run_id, wait.tag))
         if wait.kind == "items":
             return plan, await sequence.next_item(self.services, graph, snap, plan, wait)
+        if wait.kind == "kids":
+            decision = kids.join(self.store, graph, snap, plan, wait, self._window(graph, plan))
+            if isinstance(decision, Complete):  # done, or given up: what still runs is not needed
+                kids.cancel_open(self.cluster, snap, f"node '{plan.node}' of its parent run stopped waiting")
+            return plan, decision
         return plan, children.join(snap, wait, self.store.load_run(wait.child))
 
     async def _fresh(
@@ -205,13 +211,14 @@ class StepExecutor:
     ) -> tuple[StepPlan, Decision]:
         """Plan the step at the run's node and decide how it starts."""
         plan = engine.prepare(graph, snap, utcnow())
-        refused = support.node_failure(graph.spec, plan.node) if plan.kind != "limit" else None
-        if refused is not None and plan.failure is None:
-            plan = replace(plan, failure=refused)
         if plan.failure is not None:
             return plan, Complete(NoOutcome(), hook_round)
         if plan.kind == "action":
             return plan, await self._act(snap, plan, Wait("retry", hook_round=hook_round))
+        if plan.kind == "parallel" or (plan.kind == "foreach" and plan.child_graph is not None):
+            limit = self.services.max_state_bytes
+            window = self._window(graph, plan)
+            return plan, kids.start(self.graphs, graph, snap, plan, hook_round, window, limit)
         if plan.kind == "foreach" and fanout.parallel(graph, plan):
             return plan, fanout.start(graph, snap, plan, hook_round, self.options.chunk)
         if plan.kind == "foreach":
@@ -221,6 +228,15 @@ class StepExecutor:
             limit = self.services.max_state_bytes
             return plan, children.start(self.graphs, graph, snap, plan, hook_round, limit)
         return plan, Complete(NoOutcome(), hook_round)
+
+    def _window(self, graph: CompiledGraph, plan: StepPlan) -> int:
+        """How many kids a foreach over a graph keeps running at once (every branch of a parallel)."""
+        spec = graph.nodes[plan.node].spec
+        if not isinstance(spec, ForeachNode):
+            return len(plan.branches)
+        if not spec.parallel:
+            return 1
+        return spec.max_concurrency or self.options.chunk
 
     async def _act(self, snap: RunSnapshot, plan: StepPlan, wait: Wait) -> Decision:
         """Dispatch the node's action from `wait.attempt`; a long wait suspends the step."""
@@ -321,9 +337,24 @@ class StepExecutor:
         """Commit the suspension with what it sends, then dispatch a foreach chunk or child run."""
         new = self._suspended(snap, suspend.wait, suspend.changes)
         if self._commit(snap, new, suspend.records, outs=self._waited_for(graph, new, suspend.wait)) is None:
+            if suspend.wait.kind == "kids":  # another wake-up was first: make sure it is looked at again
+                self._look_again(snap.run_id)
             return "duplicate"
+        if suspend.wait.kind == "kids":
+            kids.create(self.cluster, graph, new, suspend.wait, suspend.kids)
         self._dispatch(graph, new, suspend.wait)
         return "suspended"
+
+    def _look_again(self, run_id: str) -> None:
+        """Send the run's step once more when it still waits on kids (a wake-up lost a race)."""
+        current = self.store.load_run(run_id)
+        if current is None or current.status is not RunStatus.RUNNING or current.wait is None:
+            return
+        if current.wait.get("kind") == "kids":
+            publisher = self.cluster.publisher
+            publisher.send(
+                run_id, [publisher.step(current, self.graphs.get(current.graph_hash), tracked=False)]
+            )
 
     @staticmethod
     def _suspended(snap: RunSnapshot, wait: Wait, changes: dict[str, Any] | None = None) -> RunSnapshot:
@@ -331,8 +362,8 @@ class StepExecutor:
 
     def _waited_for(self, graph: CompiledGraph, snap: RunSnapshot, wait: Wait) -> list[Outgoing]:
         """What a suspension sends with its commit: the step again (at once, or as a timer)."""
-        if wait.kind in ("foreach", "child"):
-            return []  # sent after the commit: a Celery chord, a child run of its own
+        if wait.kind in ("foreach", "child", "kids"):
+            return []  # sent after the commit: a Celery chord, a child run of its own, kid runs
         return [self.publisher.step(snap, graph, due=wait.due)]
 
     def _dispatch(self, graph: CompiledGraph, snap: RunSnapshot, wait: Wait) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from graphrunner import engine
-from graphrunner.cluster.waits import Wait
+from graphrunner.cluster.waits import Wait, open_kids
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import CancelError, ResumeError, RunNotFound, RunRefused
@@ -104,7 +104,7 @@ def cancel(cluster: Cluster, run_id: str, reason: str = "cancelled by request") 
         raise CancelError(f"run {run_id} kept changing while it was being cancelled; try again")
     if snap.status is RunStatus.PENDING and snap.concurrency_key:
         cluster.store.unqueue(snap.concurrency_key, run_id)
-    for child in snap.children:
+    for child in (*snap.children, *open_kids(snap)):
         _cancel_child(cluster, child, run_id)
     hand_on(cluster, final)
     return final

@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from graphrunner.cluster import dispatch
+from graphrunner.cluster import dispatch, kids
 from graphrunner.cluster.operations import hand_on, idle_seconds
 from graphrunner.cluster.waits import Wait
 from graphrunner.engine import RunSnapshot, RunStatus
@@ -124,6 +124,8 @@ def _repair(cluster: Cluster, snap: RunSnapshot) -> str | None:
     wait = Wait.from_dict(snap.wait) if snap.wait is not None else None
     if wait is not None and wait.kind == "child":
         return _wake_parent(cluster, snap, wait)
+    if wait is not None and wait.kind == "kids":
+        return _repair_kids(cluster, snap, wait)
     if wait is not None and wait.kind == "foreach":
         return _resend_items(cluster, snap, wait)
     return _resend_step(cluster, snap)
@@ -154,6 +156,22 @@ def _wake_parent(cluster: Cluster, snap: RunSnapshot, wait: Wait) -> str | None:
     graph = cluster.graphs.get(snap.graph_hash)
     cluster.publisher.send(snap.run_id, [cluster.publisher.step(snap, graph, tracked=False)])
     return "woke_parent"
+
+
+def _repair_kids(cluster: Cluster, snap: RunSnapshot, wait: Wait) -> str | None:
+    """Create the open kids that were never created (a worker died after the commit), and wake a
+    parent whose kid has finished (its wake-up was lost)."""
+    store = cluster.store
+    found = {key: store.load_run(f"{wait.child}.{key}") for key in wait.open}
+    graph = cluster.graphs.get(snap.graph_hash)
+    missing = [key for key, kid in found.items() if kid is None]
+    if missing:
+        kids.create(cluster, graph, snap, wait, missing)
+        return "created_kids"
+    if any(kid is not None and kid.status.finished for kid in found.values()):
+        cluster.publisher.send(snap.run_id, [cluster.publisher.step(snap, graph, tracked=False)])
+        return "woke_parent"
+    return None
 
 
 def _resend_items(cluster: Cluster, snap: RunSnapshot, wait: Wait) -> str | None:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.services import Deferred
 
-WaitKind = Literal["retry", "timer", "restart", "foreach", "items", "child"]
+WaitKind = Literal["retry", "timer", "restart", "foreach", "items", "child", "kids"]
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,9 @@ class Wait:
     - foreach: parallel items `[0, upto)` of `total` have been sent; results under `tag`.
     - items: items run one at a time in a task; item `next` is the next to run.
     - child: the child run `child` is running.
+    - kids: child runs of a parallel node (keyed by branch) or of a foreach over a graph (keyed
+      by item index): `open` are running; items `[0, upto)` of `total` have been started,
+      and `bad` lists the items that could not start (index, message).
     """
 
     kind: WaitKind
@@ -41,6 +44,8 @@ class Wait:
     next: int = 0
     failed: int = 0
     child: str = ""
+    open: tuple[str, ...] = field(default=())
+    bad: tuple[tuple[int, str], ...] = field(default=())
     retries: tuple[dict[str, Any], ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -51,8 +56,11 @@ class Wait:
     def from_dict(cls, data: dict[str, Any]) -> Wait:
         """The wait stored in a snapshot."""
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        if "retries" in known:
-            known["retries"] = tuple(known["retries"])
+        for name in ("retries", "open"):
+            if name in known:
+                known[name] = tuple(known[name])
+        if "bad" in known:
+            known["bad"] = tuple((int(i), str(m)) for i, m in known["bad"])
         return cls(**known)
 
     def remaining(self, now: float | None = None) -> float:
@@ -77,6 +85,14 @@ def deferred_wait(deferred: Deferred, hook_round: int) -> Wait:
     return timed(kind, deferred.delay, hook_round=hook_round, attempt=deferred.attempt, timer=deferred.timer)
 
 
+def open_kids(snap: RunSnapshot) -> list[str]:
+    """The run ids of the kids `snap` is waiting on (for cancel and the sweeper)."""
+    wait = Wait.from_dict(snap.wait) if snap.wait is not None else None
+    if wait is None or wait.kind != "kids":
+        return []
+    return [f"{wait.child}.{key}" for key in wait.open]
+
+
 CHILD_CHECKS = 10  # a parent waiting on its child is looked at every CHILD_CHECKS x stall_after
 
 
@@ -91,6 +107,6 @@ def deadline(snap: RunSnapshot, stall_after: float, now: float | None = None) ->
         return now + stall_after
     if wait.due is not None:
         return max(now, wait.due) + stall_after
-    if wait.kind == "child":
+    if wait.kind in ("child", "kids"):
         return now + CHILD_CHECKS * stall_after
     return now + stall_after

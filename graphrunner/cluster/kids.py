@@ -1,0 +1,253 @@
+"""Parallel nodes and foreach over a graph on the cluster: a set of child runs ("kids").
+
+The parent's step is suspended on a `kids` wait and no worker waits for them: each kid's last
+commit wakes the parent (whatever phase it was started in), whose step looks at the kids still
+open, starts more (a foreach keeps at most its window in flight, so a thousand items are never
+a thousand runs at once), and completes the node once all are done: the engine then merges
+branches in declaration order, or collects items in item order. A failing branch (fail_fast)
+or a foreach past its tolerance cancels the kids still open. Every commit is fenced, so a
+wake-up that lost the race changes nothing (and looks again).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from graphrunner import engine
+from graphrunner.cluster.children import child_run_id, first
+from graphrunner.cluster.decisions import Complete, Decision, Idle, Suspend
+from graphrunner.cluster.graphs import GraphCache
+from graphrunner.cluster.operations import cancel
+from graphrunner.cluster.runs import fingerprint
+from graphrunner.cluster.waits import Wait, open_kids
+from graphrunner.compiled import CompiledGraph
+from graphrunner.engine import (
+    ActionFailure,
+    BranchOutcome,
+    ChildOutcome,
+    ForeachOutcome,
+    ItemOutcome,
+    ParallelOutcome,
+    RunSnapshot,
+    StepPlan,
+)
+from graphrunner.engine.step import foreach_fails
+from graphrunner.errors import CancelError, GraphrunnerError, RunNotFound
+from graphrunner.model import ForeachNode, ParallelNode
+from graphrunner.services.records import utcnow
+from graphrunner.store import Store
+
+if TYPE_CHECKING:
+    from graphrunner.cluster.context import Cluster
+
+CANCELLED = ChildOutcome(
+    "cancelled", error={"type": "cancelled", "message": "cancelled: the node stopped waiting"}
+)
+
+
+def start(
+    graphs: GraphCache,
+    graph: CompiledGraph,
+    snap: RunSnapshot,
+    plan: StepPlan,
+    hook_round: int,
+    window: int,
+    max_state_bytes: int | None,
+) -> Decision:
+    """Suspend the step on its first kids (every branch; a foreach's first window of items)."""
+    error = engine.too_deep(graph, snap)
+    if error is not None:
+        return Complete(_all_failed(graph, plan, ChildOutcome("failed", error=error)), hook_round)
+    base = _base(snap, plan.step)
+    keys = list(keys_of(graph, plan))
+    bad = tuple(_unstartable(graphs, graph, snap, plan, base, keys, max_state_bytes))
+    wait = Wait("kids", hook_round=hook_round, child=base, total=len(keys), bad=bad)
+    unstarted = {position for position, _ in bad}
+    good = [k for position, k in enumerate(keys) if position not in unstarted]
+    if plan.kind == "parallel":
+        opened, upto = good, len(keys)
+    else:
+        opened = good[:window]
+        upto = keys.index(opened[-1]) + 1 if opened else len(keys)
+    wait = wait.but(open=tuple(opened), upto=upto, failed=len(bad))
+    if not opened or _gives_up(graph, plan, len(bad), len(keys)):
+        return Complete(_outcome(graph, plan, wait, {}), hook_round)
+    return Suspend(wait, changes={"children": (*snap.children, base)}, kids=tuple(opened))
+
+
+def join(
+    store: Store, graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan, wait: Wait, window: int
+) -> Decision:
+    """A kid has woken its parent: start more, or complete the node once every kid is done."""
+    ends = {key: _end(store, snap, f"{wait.child}.{key}") for key in wait.open}
+    done = {k: e for k, e in ends.items() if e is not None}
+    if not done:
+        return Idle()  # a stray or repeated wake-up: the open kids wake the parent again
+    still = tuple(k for k in wait.open if k not in done)
+    failed = wait.failed + sum(not e.ok for e in done.values())
+    keys = list(keys_of(graph, plan))
+    if _gives_up(graph, plan, failed, wait.total):
+        return Complete(_outcome(graph, plan, wait, _loaded(store, snap, wait, keys)), wait.hook_round)
+    fresh = _refill(keys, wait, window - len(still))
+    upto = keys.index(fresh[-1]) + 1 if fresh else wait.upto
+    if not still and not fresh:
+        return Complete(_outcome(graph, plan, wait, _loaded(store, snap, wait, keys)), wait.hook_round)
+    return Suspend(wait.but(open=(*still, *fresh), upto=upto, failed=failed), kids=fresh)
+
+
+def keys_of(graph: CompiledGraph, plan: StepPlan) -> Iterator[str]:
+    """The kids of the step: branch names in declaration order, or item indices."""
+    if plan.kind == "parallel":
+        yield from (b.name for b in plan.branches)
+    else:
+        yield from (str(i) for i in range(len(plan.items or ())))
+
+
+def create(
+    cluster: Cluster, graph: CompiledGraph, snap: RunSnapshot, wait: Wait, keys: Sequence[str]
+) -> None:
+    """Create the kid runs `keys` of the suspended step `snap` (a kid that exists is left as it is)."""
+    plan = engine.prepare(graph, snap, utcnow())
+    limit = cluster.settings.max_state_bytes
+    for key in keys:
+        with contextlib.suppress(GraphrunnerError):  # checked at start: it cannot fail here
+            child, begun = _first(cluster.graphs, graph, snap, plan, wait.child, key, limit)
+            cluster.create_run(begun, child, fingerprint(child, begun.inputs, begun.capabilities))
+
+
+def cancel_open(cluster: Cluster, snap: RunSnapshot, reason: str) -> None:
+    """Cancel the kids still running (a branch failed, or the foreach gave up)."""
+    for run_id in open_kids(snap):
+        with contextlib.suppress(RunNotFound, CancelError):
+            cancel(cluster, run_id, reason=reason)
+
+
+# -- helpers -------------------------------------------------------------------------------------------
+
+
+def _base(snap: RunSnapshot, step: int) -> str:
+    """The id prefix of this step's kids: `<run>.<step>`, made unique when the step ran before."""
+    base = child_run_id(snap, step, snap.phase + 1)
+    return base if base not in snap.children else f"{base}.r{len(snap.children)}"
+
+
+def _first(
+    graphs: GraphCache,
+    graph: CompiledGraph,
+    snap: RunSnapshot,
+    plan: StepPlan,
+    base: str,
+    key: str,
+    limit: int | None,
+) -> tuple[CompiledGraph, RunSnapshot]:
+    """The kid's graph and first snapshot, linked to the step of `snap` at its phase (the phase
+    that waits for it); raises `GraphrunnerError`, or `ValueError` when its inputs fail."""
+    if plan.kind == "parallel":
+        branch = next(b for b in plan.branches if b.name == key)
+        child_plan = StepPlan(
+            plan.node, plan.step, "subgraph", child_graph=branch.graph, child_values=branch.values
+        )
+    else:
+        assert plan.items is not None and plan.child_graph is not None
+        index = int(key)
+        values = engine.item_child(graph.nodes[plan.node], snap, index, plan.items[index], utcnow())
+        if isinstance(values, ActionFailure):
+            raise ValueError(values.message)
+        child_plan = StepPlan(
+            plan.node, plan.step, "subgraph", child_graph=plan.child_graph, child_values=values
+        )
+    return first(graphs, graph, snap, child_plan, f"{base}.{key}", snap.phase, limit)
+
+
+def _unstartable(
+    graphs: GraphCache,
+    graph: CompiledGraph,
+    snap: RunSnapshot,
+    plan: StepPlan,
+    base: str,
+    keys: list[str],
+    limit: int | None,
+) -> Iterator[tuple[int, str]]:
+    """(position, why) of each kid that cannot start: its inputs fail, or its graph refuses them."""
+    for position, key in enumerate(keys):
+        try:
+            _first(graphs, graph, snap, plan, base, key, limit)
+        except (GraphrunnerError, ValueError) as exc:
+            yield position, str(exc)
+
+
+def _end(store: Store, snap: RunSnapshot, run_id: str) -> ChildOutcome | None:
+    """How kid `run_id` ended, or None while it runs (or is not created yet)."""
+    kid = store.load_run(run_id)
+    if kid is None or not kid.status.finished:
+        return None
+    if kid.capabilities != snap.capabilities:  # a run that took the kid's id: never trusted
+        message = f"child run {run_id} has capabilities {list(kid.capabilities)}, not its parent's"
+        return ChildOutcome("failed", error={"type": "permission_denied", "message": message})
+    return ChildOutcome(kid.status.value, dict(kid.state), kid.output, kid.error)
+
+
+def _loaded(store: Store, snap: RunSnapshot, wait: Wait, keys: list[str]) -> dict[str, ChildOutcome]:
+    """Every started kid's end (a kid still running when the node gives up is cancelled)."""
+    ends: dict[str, ChildOutcome] = {}
+    bad = {i for i, _ in wait.bad}
+    for position in range(wait.upto):
+        if position not in bad:
+            end = _end(store, snap, f"{wait.child}.{keys[position]}")
+            ends[keys[position]] = end or CANCELLED
+    return ends
+
+
+def _refill(keys: list[str], wait: Wait, room: int) -> tuple[str, ...]:
+    bad = {i for i, _ in wait.bad}
+    fresh: list[str] = []
+    position = wait.upto
+    while room > len(fresh) and position < len(keys):
+        if position not in bad:
+            fresh.append(keys[position])
+        position += 1
+    return tuple(fresh)
+
+
+def _gives_up(graph: CompiledGraph, plan: StepPlan, failed: int, total: int) -> bool:
+    spec = graph.nodes[plan.node].spec
+    if isinstance(spec, ParallelNode):
+        return failed > 0 and spec.error_policy == "fail_fast"
+    assert isinstance(spec, ForeachNode)
+    return foreach_fails(graph, spec, failed, total)
+
+
+def _all_failed(graph: CompiledGraph, plan: StepPlan, end: ChildOutcome) -> ParallelOutcome | ForeachOutcome:
+    keys = list(keys_of(graph, plan))
+    return _outcome(graph, plan, Wait("kids", total=len(keys), upto=len(keys)), dict.fromkeys(keys, end))
+
+
+def _outcome(
+    graph: CompiledGraph, plan: StepPlan, wait: Wait, ends: dict[str, ChildOutcome]
+) -> ParallelOutcome | ForeachOutcome:
+    """The node's outcome from the kids' ends (and the items that could not start)."""
+    bad = dict(wait.bad)
+    if plan.kind == "parallel":
+        names = [b.name for b in plan.branches]
+        branches = []
+        for position, name in enumerate(names):
+            end = ends.get(name)
+            if position in bad:
+                end = ChildOutcome("failed", error={"type": "node_exception", "message": bad[position]})
+            branches.append(BranchOutcome(name, end or CANCELLED))
+        failed_first = next(
+            (b.name for b in branches if not b.child.ok and b.child.status != "cancelled"), None
+        )
+        return ParallelOutcome(tuple(branches), failed_first)
+    assert plan.items is not None
+    items: list[ItemOutcome] = []
+    for position in range(wait.upto):
+        label = f"item {position} (graph '{plan.child_graph}')"
+        if position in bad:
+            failure = ActionFailure("validation", f"{label} cannot start: {bad[position]}", "BadItem")
+            items.append(ItemOutcome(position, plan.items[position], engine.ActionOutcome(failure=failure)))
+        elif str(position) in ends:
+            items.append(ends[str(position)].as_item(position, plan.items[position], label))
+    return ForeachOutcome(tuple(items))
