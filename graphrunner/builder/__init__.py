@@ -1,6 +1,6 @@
 """The Python front end of the graph model: `GraphBuilder` and reducer markers for state fields."""
 
-from graphrunner.builder.builder import GraphBuilder
+from graphrunner.builder.builder import BranchSpec, GraphBuilder, branch
 from graphrunner.builder.reducers import (
     Reducer,
     append,
@@ -17,10 +17,12 @@ from graphrunner.model import END
 
 __all__ = [
     "END",
+    "BranchSpec",
     "GraphBuilder",
     "Reducer",
     "append",
     "bounded_append",
+    "branch",
     "concat_flatten",
     "custom",
     "dedupe_append",

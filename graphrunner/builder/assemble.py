@@ -20,9 +20,16 @@ from graphrunner.report import Issue
 
 @dataclass(frozen=True)
 class Foreach:
-    """A foreach node's function, called once per item."""
+    """A foreach node's function, called once per item, or the graph each item runs as."""
 
-    fn: Callable[..., Any]
+    fn: Callable[..., Any] | Graph
+
+
+@dataclass(frozen=True)
+class Branches:
+    """A parallel node's branch graphs, by branch name."""
+
+    graphs: dict[str, Graph]
 
 
 @dataclass(frozen=True)
@@ -34,7 +41,7 @@ class HookEntry:
     when: str | None = None
 
 
-NodeTarget = Callable[..., Any] | Graph | Foreach | None  # None: a pause or return node
+NodeTarget = Callable[..., Any] | Graph | Foreach | Branches | None  # None: a pause or return node
 
 
 @dataclass(frozen=True)
@@ -92,11 +99,15 @@ def _nodes(a: Assembly) -> tuple[dict[str, dict[str, Any]], list[Issue]]:
     nodes: dict[str, dict[str, Any]] = {}
     issues: list[Issue] = []
     for name, (target, options) in a.nodes.items():
-        if target is None or isinstance(target, Graph):
+        if target is None or isinstance(target, Graph | Branches):
             nodes[name] = dict(options)
             continue
         if isinstance(target, Foreach):
-            action, problems = item_action(name, target.fn)
+            each = target.fn
+            if isinstance(each, Graph):
+                nodes[name] = {**options, "graph": each.id}
+                continue
+            action, problems = item_action(name, each)
             issues += problems
             nodes[name] = {**options, "action": action}
             continue
@@ -173,10 +184,9 @@ def _hooks(entries: list[HookEntry]) -> tuple[list[dict[str, Any]], list[Issue]]
 def _children(a: Assembly) -> tuple[dict[str, Graph], list[Issue]]:
     children: dict[str, Graph] = {}
     issues: list[Issue] = []
-    for name, (target, _) in a.nodes.items():
-        if not isinstance(target, Graph):
-            continue
-        known = children.get(target.id)
+    for name, graph in _child_graphs(a):
+        known = children.get(graph.id)
+        target = graph
         if target.id == a.graph_id or (known is not None and known.content_hash != target.content_hash):
             issues.append(
                 Issue(
@@ -191,6 +201,19 @@ def _children(a: Assembly) -> tuple[dict[str, Graph], list[Issue]]:
             continue
         children[target.id] = target
     return children, issues
+
+
+def _child_graphs(a: Assembly) -> list[tuple[str, Graph]]:
+    """(node, graph) for every graph a node runs as a child: subgraph, foreach, branches."""
+    found: list[tuple[str, Graph]] = []
+    for name, (target, _) in a.nodes.items():
+        if isinstance(target, Graph):
+            found.append((name, target))
+        elif isinstance(target, Foreach) and isinstance(target.fn, Graph):
+            found.append((name, target.fn))
+        elif isinstance(target, Branches):
+            found += [(name, g) for g in target.graphs.values()]
+    return found
 
 
 def _unlined(issue: Issue) -> Issue:

@@ -9,11 +9,12 @@ So a builder graph is a `Graph` like any other: `invoke` runs it in-process, and
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, Literal, Self, TypeVar
 
 from pydantic import BaseModel
 
-from graphrunner.builder.assemble import Assembly, Foreach, HookEntry, NodeTarget, assemble
+from graphrunner.builder.assemble import Assembly, Branches, Foreach, HookEntry, NodeTarget, assemble
 from graphrunner.graph import Graph
 from graphrunner.model import END, HookEvent, RetryPolicy
 from graphrunner.report import Issue
@@ -117,9 +118,10 @@ class GraphBuilder(Generic[S]):
     def add_foreach(
         self,
         name: str,
-        fn: Callable[..., Any],
+        fn: Callable[..., Any] | Graph,
         *,
         over: str,
+        inputs: Mapping[str, str] | None = None,
         collect: str | None = None,
         parallel: bool = False,
         max_concurrency: int | None = None,
@@ -135,13 +137,18 @@ class GraphBuilder(Generic[S]):
         """Add foreach node `name` calling `fn(item)` once per item of `over` (a state field name,
         or an expression such as `"${state.docs}"`); the results go to `collect` in item order.
 
-        `fn` also gets `index` and `state` when it has parameters of those names. The options
-        mean what the foreach keys of the same name mean in a graph file.
+        `fn` also gets `index` and `state` when it has parameters of those names. `fn` may be a
+        compiled graph instead: each item is then a child run of it, `inputs` (child field:
+        expression, e.g. `{"doc": "${item}"}`, or parent field) projected in, and its output
+        collected. The options mean what the foreach keys of a graph file mean.
         """
+        if not isinstance(fn, Graph) and inputs is not None:
+            raise TypeError("add_foreach takes inputs= only with a graph: a function gets the item itself")
         options = {
             "type": "foreach",
             "description": description,
             "over": over if "${" in over else "${state." + over + "}",
+            "inputs": dict(inputs) if inputs is not None else None,
             "collect": collect,
             "parallel": parallel or None,
             "max_concurrency": max_concurrency,
@@ -154,6 +161,34 @@ class GraphBuilder(Generic[S]):
             "cache_result": cache_result or None,
         }
         return self._add(name, Foreach(fn), options)
+
+    def add_parallel(
+        self,
+        name: str,
+        branches: Mapping[str, Graph | BranchSpec],
+        *,
+        error_policy: Literal["fail_fast", "collect"] = "fail_fast",
+        errors_field: str | None = None,
+        on_error: str | None = None,
+        error_mode: ErrorMode | None = None,
+        description: str | None = None,
+    ) -> Self:
+        """Add parallel node `name`: every branch (a compiled graph, or `branch(graph, inputs=...,
+        outputs=...)`) runs at once as a child run; their contributions merge into the state in
+        the order the branches are given. `fail_fast` fails the node at the first failing branch
+        (the others are cancelled); `collect` runs them all and writes the failures to `errors_field`.
+        """
+        specs = {key: b if isinstance(b, BranchSpec) else BranchSpec(b) for key, b in branches.items()}
+        options = {
+            "type": "parallel",
+            "description": description,
+            "branches": {key: spec.written() for key, spec in specs.items()},
+            "error_policy": error_policy,
+            "errors_field": errors_field,
+            "on_error": on_error,
+            "error_mode": error_mode,
+        }
+        return self._add(name, Branches({key: spec.graph for key, spec in specs.items()}), options)
 
     def add_pause(self, name: str, *, message: str | None = None, description: str | None = None) -> Self:
         """Add pause node `name`: the run parks as `paused` until it is resumed (with an optional
@@ -242,6 +277,33 @@ class GraphBuilder(Generic[S]):
         }
 
 
+@dataclass(frozen=True)
+class BranchSpec:
+    """One branch of `add_parallel`: a compiled graph and its projections (as `add_subgraph`'s)."""
+
+    graph: Graph
+    inputs: Mapping[str, str] | None = None
+    outputs: Mapping[str, str] | None = None
+
+    def written(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"graph": self.graph.id}
+        if self.inputs is not None:
+            out["inputs"] = dict(self.inputs)
+        if self.outputs is not None:
+            out["outputs"] = dict(self.outputs)
+        return out
+
+
+def branch(
+    graph: Graph, *, inputs: Mapping[str, str] | None = None, outputs: Mapping[str, str] | None = None
+) -> BranchSpec:
+    """A branch of `add_parallel`: `inputs` (child field: parent field or expression) and `outputs`
+    (parent field: child field), as for a subgraph."""
+    if not isinstance(graph, Graph):
+        raise TypeError(f"a branch runs a compiled Graph, got {type(graph).__name__}")
+    return BranchSpec(graph, inputs, outputs)
+
+
 def _output(output: str | Mapping[str, str] | None) -> Any:
     def read(value: str) -> str:
         return value if "${" in value else "${state." + value + "}"
@@ -267,4 +329,4 @@ def _retry(retry: RetrySpec | None) -> Any:
     return [r.model_dump(mode="json") if isinstance(r, RetryPolicy) else dict(r) for r in retry]
 
 
-__all__ = ["END", "GraphBuilder"]
+__all__ = ["END", "BranchSpec", "GraphBuilder", "branch"]

@@ -192,3 +192,41 @@ def watch(event: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
 def forgive(event: dict[str, Any]) -> str:
     """An error hook that answers `continue` for the foreach node."""
     return "continue" if event.get("node") == "measure" else "fail"
+
+
+class Source(BaseModel):
+    """A branch's state: the query in, hits and a log out."""
+
+    query: str = ""
+    hits: list[str] = []
+    log: Annotated[list[str], append] = []
+
+
+async def search_wiki(state: Source) -> dict[str, Any]:
+    return {"hits": [f"wiki:{state.query}"], "log": ["wiki"]}
+
+
+async def search_web(state: Source) -> dict[str, Any]:
+    return {"hits": [f"web:{state.query}"], "log": ["web"]}
+
+
+class Research(BaseModel):
+    """The parent of the parallel builder graph."""
+
+    query: str = ""
+    wiki_hits: list[str] = []
+    web_hits: list[str] = []
+    log: Annotated[list[str], append] = []
+    docs: list[str] = []
+    shouted: list[Any] = []
+
+
+class Shout(BaseModel):
+    """A foreach child's state."""
+
+    doc: str = ""
+    loud: str = ""
+
+
+async def shout(state: Shout) -> dict[str, Any]:
+    return {"loud": state.doc.upper()}

@@ -3,6 +3,8 @@ with output, hooks, and retries and timeouts on nodes, written as the same graph
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import yaml
 from builder_targets import Docs, forgive, measure, noted, watch
@@ -126,3 +128,51 @@ def test_bad_builder_input_is_reported_where_it_is() -> None:
             "r"
         ).compile()
     assert "config.hooks.0: the hook function" in str(caught.value)
+
+
+def research_graph() -> Any:
+    from builder_targets import Research, Shout, Source, search_web, search_wiki, shout
+
+    from graphrunner.builder import branch
+
+    wiki = GraphBuilder(Source, id="parity/wiki").add_node("s", search_wiki).set_entry("s").compile()
+    web = GraphBuilder(Source, id="parity/web").add_node("s", search_web).set_entry("s").compile()
+    loud = GraphBuilder(Shout, id="parity/shout").add_node("s", shout).add_return("r", output="loud")
+    loud_graph = loud.add_edge("s", "r").set_entry("s").compile()
+    return (
+        GraphBuilder(Research, id="parity/research")
+        .add_parallel(
+            "research",
+            {
+                "wiki": branch(wiki, inputs={"query": "query"}, outputs={"wiki_hits": "hits", "log": "log"}),
+                "web": branch(web, inputs={"query": "query"}, outputs={"web_hits": "hits", "log": "log"}),
+            },
+        )
+        .add_foreach(
+            "each", loud_graph, over="docs", inputs={"doc": "${item}"}, collect="shouted", parallel=True
+        )
+        .add_edge("research", "each")
+        .set_entry("research")
+        .compile()
+    )
+
+
+def test_parallel_branches_and_foreach_over_a_graph_from_the_builder() -> None:
+    graph = research_graph()
+    result = graph.invoke_sync(state={"query": "cats", "docs": ["a", "b"]})
+    assert result.status == "completed", result.error
+    assert result.state["log"] == ["wiki", "web"]
+    assert (result.state["wiki_hits"], result.state["web_hits"]) == (["wiki:cats"], ["web:cats"])
+    assert result.state["shouted"] == ["A", "B"]
+    nodes = yaml.safe_load(graph.text)["nodes"]
+    assert nodes["research"]["branches"]["wiki"] == {
+        "graph": "parity/wiki",
+        "inputs": {"query": "query"},
+        "outputs": {"wiki_hits": "hits", "log": "log"},
+    }
+    assert (nodes["each"]["graph"], nodes["each"]["inputs"]) == ("parity/shout", {"doc": "${item}"})
+
+
+def test_a_foreach_function_takes_no_inputs() -> None:
+    with pytest.raises(TypeError, match="inputs= only with a graph"):
+        GraphBuilder(Docs, id="parity/x").add_foreach("m", measure, over="docs", inputs={"a": "b"})
