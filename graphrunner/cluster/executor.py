@@ -30,7 +30,7 @@ from graphrunner.cluster.heartbeat import Heartbeats
 from graphrunner.cluster.items import outcome_of
 from graphrunner.cluster.loops import ThreadLoops
 from graphrunner.cluster.messages import Outgoing, StepMessage
-from graphrunner.cluster.waits import Wait, deferred_wait
+from graphrunner.cluster.waits import Wait, deferred_wait, latest
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import ForeachOutcome, NoOutcome, RunSnapshot, RunStatus, StepPlan
 from graphrunner.errors import BrokerUnavailable, GraphrunnerError, StoreUnavailable
@@ -189,7 +189,7 @@ class StepExecutor:
         self, graph: CompiledGraph, snap: RunSnapshot, wait: Wait | None
     ) -> tuple[StepPlan, Decision]:
         if wait is None or wait.kind == "restart":
-            return await self._fresh(graph, snap, wait.hook_round if wait else 0)
+            return await self._fresh(graph, snap, wait.hook_round if wait else 0, wait.prior if wait else "")
         plan = engine.prepare(graph, snap, utcnow())
         if wait.remaining() > 0.05:  # a timer that came early: look again when it is due
             return plan, Poll(wait.remaining())
@@ -207,7 +207,7 @@ class StepExecutor:
         return plan, children.join(snap, wait, self.store.load_run(wait.child))
 
     async def _fresh(
-        self, graph: CompiledGraph, snap: RunSnapshot, hook_round: int
+        self, graph: CompiledGraph, snap: RunSnapshot, hook_round: int, prior: str = ""
     ) -> tuple[StepPlan, Decision]:
         """Plan the step at the run's node and decide how it starts."""
         plan = engine.prepare(graph, snap, utcnow())
@@ -218,7 +218,8 @@ class StepExecutor:
         if plan.kind == "parallel" or (plan.kind == "foreach" and plan.child_graph is not None):
             limit = self.services.max_state_bytes
             window = self._window(graph, plan)
-            return plan, kids.start(self.graphs, graph, snap, plan, hook_round, window, limit)
+            start = kids.Start(hook_round, window, limit, prior)
+            return plan, kids.start(self.store, self.graphs, graph, snap, plan, start)
         if plan.kind == "foreach" and fanout.parallel(graph, plan):
             return plan, fanout.start(graph, snap, plan, hook_round, self.options.chunk)
         if plan.kind == "foreach":
@@ -297,8 +298,9 @@ class StepExecutor:
     ) -> str:
         """Complete the step (the error hooks may answer), commit it with what follows."""
         result, answer = await self.services.finish(graph, snap, plan, done.outcome, done.hook_round)
-        if answer == "retry":  # an error hook asked for the step again
-            return self._suspend(graph, snap, Suspend(Wait("restart", hook_round=done.hook_round + 1)))
+        if answer == "retry":  # an error hook asked for the step again (completed kids are kept)
+            again = Wait("restart", hook_round=done.hook_round + 1, prior=latest(snap))
+            return self._suspend(graph, snap, Suspend(again))
         final = result.snapshot.model_copy(update={"phase": 0, "wait": None})
         worker = worker_name()
         records: list[AnyRecord] = [*retry_records(plan, done.retries, worker)]

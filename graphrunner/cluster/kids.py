@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graphrunner import engine
@@ -47,33 +48,41 @@ CANCELLED = ChildOutcome(
 )
 
 
+@dataclass(frozen=True)
+class Start:
+    """How a kids step starts: its hook round, window, state size limit, and the kids of an
+    earlier attempt of the step (`prior`) whose completed ones are kept."""
+
+    hook_round: int
+    window: int
+    max_state_bytes: int | None
+    prior: str = ""
+
+
 def start(
-    graphs: GraphCache,
-    graph: CompiledGraph,
-    snap: RunSnapshot,
-    plan: StepPlan,
-    hook_round: int,
-    window: int,
-    max_state_bytes: int | None,
+    store: Store, graphs: GraphCache, graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan, how: Start
 ) -> Decision:
-    """Suspend the step on its first kids (every branch; a foreach's first window of items)."""
+    """Suspend the step on its first kids (every branch; a foreach's first window of items).
+
+    When the step ran before (a resume, an error hook's retry), a kid that completed then is
+    kept and not run again; the others start afresh.
+    """
+    hook_round, window, max_state_bytes, prior = how.hook_round, how.window, how.max_state_bytes, how.prior
     error = engine.too_deep(graph, snap)
     if error is not None:
         return Complete(_all_failed(graph, plan, ChildOutcome("failed", error=error)), hook_round)
     base = _base(snap, plan.step)
     keys = list(keys_of(graph, plan))
-    bad = tuple(_unstartable(graphs, graph, snap, plan, base, keys, max_state_bytes))
-    wait = Wait("kids", hook_round=hook_round, child=base, total=len(keys), bad=bad)
-    unstarted = {position for position, _ in bad}
-    good = [k for position, k in enumerate(keys) if position not in unstarted]
-    if plan.kind == "parallel":
-        opened, upto = good, len(keys)
-    else:
-        opened = good[:window]
-        upto = keys.index(opened[-1]) + 1 if opened else len(keys)
+    firsts = _firsts(graphs, graph, snap, plan, base, keys, max_state_bytes)
+    kept = tuple(k for k, f in firsts.items() if prior and _same_kid(store, snap, f"{prior}.{k}", f))
+    bad = tuple((keys.index(k), f) for k, f in firsts.items() if isinstance(f, str))
+    wait = Wait("kids", hook_round=hook_round, child=base, total=len(keys), bad=bad, prior=prior, kept=kept)
+    good = list(_startable(keys, wait, 0))
+    opened = good if plan.kind == "parallel" else good[:window]
+    upto = len(keys) if plan.kind == "parallel" or len(opened) == len(good) else keys.index(opened[-1]) + 1
     wait = wait.but(open=tuple(opened), upto=upto, failed=len(bad))
     if not opened or _gives_up(graph, plan, len(bad), len(keys)):
-        return Complete(_outcome(graph, plan, wait, {}), hook_round)
+        return Complete(_outcome(graph, plan, wait, _loaded(store, snap, wait, keys)), hook_round)
     return Suspend(wait, changes={"children": (*snap.children, base)}, kids=tuple(opened))
 
 
@@ -91,7 +100,8 @@ def join(
     if _gives_up(graph, plan, failed, wait.total):
         return Complete(_outcome(graph, plan, wait, _loaded(store, snap, wait, keys)), wait.hook_round)
     fresh = _refill(keys, wait, window - len(still))
-    upto = keys.index(fresh[-1]) + 1 if fresh else wait.upto
+    rest = list(_startable(keys, wait, wait.upto))
+    upto = (keys.index(fresh[-1]) + 1 if len(fresh) < len(rest) else len(keys)) if fresh else wait.upto
     if not still and not fresh:
         return Complete(_outcome(graph, plan, wait, _loaded(store, snap, wait, keys)), wait.hook_round)
     return Suspend(wait.but(open=(*still, *fresh), upto=upto, failed=failed), kids=fresh)
@@ -125,6 +135,24 @@ def cancel_open(cluster: Cluster, snap: RunSnapshot, reason: str) -> None:
 
 
 # -- helpers -------------------------------------------------------------------------------------------
+
+
+def _same_kid(store: Store, snap: RunSnapshot, run_id: str, first: RunSnapshot | str) -> bool:
+    """True when `run_id`, a kid of an earlier attempt of this step, completed and would run the
+    same graph with the same inputs now: it is kept instead of run again."""
+    kid = store.load_run(run_id)
+    if kid is None or isinstance(first, str) or (kid.parent or {}).get("run_id") != snap.run_id:
+        return False
+    if (kid.graph_hash, kid.inputs) != (first.graph_hash, first.inputs):
+        return False
+    end = _end(store, snap, run_id)
+    return end is not None and end.ok
+
+
+def _startable(keys: list[str], wait: Wait, start: int) -> Iterator[str]:
+    """The keys from position `start` on that are to run: not unstartable, not kept."""
+    skip = {i for i, _ in wait.bad} | {keys.index(k) for k in wait.kept}
+    yield from (key for position, key in enumerate(keys) if position >= start and position not in skip)
 
 
 def _base(snap: RunSnapshot, step: int) -> str:
@@ -161,7 +189,7 @@ def _first(
     return first(graphs, graph, snap, child_plan, f"{base}.{key}", snap.phase, limit)
 
 
-def _unstartable(
+def _firsts(
     graphs: GraphCache,
     graph: CompiledGraph,
     snap: RunSnapshot,
@@ -169,13 +197,15 @@ def _unstartable(
     base: str,
     keys: list[str],
     limit: int | None,
-) -> Iterator[tuple[int, str]]:
-    """(position, why) of each kid that cannot start: its inputs fail, or its graph refuses them."""
-    for position, key in enumerate(keys):
+) -> dict[str, RunSnapshot | str]:
+    """Each kid's first snapshot, or why it cannot start (its inputs fail, its graph refuses them)."""
+    firsts: dict[str, RunSnapshot | str] = {}
+    for key in keys:
         try:
-            _first(graphs, graph, snap, plan, base, key, limit)
+            firsts[key] = _first(graphs, graph, snap, plan, base, key, limit)[1]
         except (GraphrunnerError, ValueError) as exc:
-            yield position, str(exc)
+            firsts[key] = str(exc)
+    return firsts
 
 
 def _end(store: Store, snap: RunSnapshot, run_id: str) -> ChildOutcome | None:
@@ -194,20 +224,22 @@ def _loaded(store: Store, snap: RunSnapshot, wait: Wait, keys: list[str]) -> dic
     ends: dict[str, ChildOutcome] = {}
     bad = {i for i, _ in wait.bad}
     for position in range(wait.upto):
+        key = keys[position]
         if position not in bad:
-            end = _end(store, snap, f"{wait.child}.{keys[position]}")
-            ends[keys[position]] = end or CANCELLED
+            base = wait.prior if key in wait.kept else wait.child
+            ends[key] = _end(store, snap, f"{base}.{key}") or CANCELLED
     return ends
 
 
 def _refill(keys: list[str], wait: Wait, room: int) -> tuple[str, ...]:
-    bad = {i for i, _ in wait.bad}
+    """The next kids to start, to fill `room` places (none when there is no room)."""
+    if room <= 0:
+        return ()
     fresh: list[str] = []
-    position = wait.upto
-    while room > len(fresh) and position < len(keys):
-        if position not in bad:
-            fresh.append(keys[position])
-        position += 1
+    for key in _startable(keys, wait, wait.upto):
+        if len(fresh) == room:
+            break
+        fresh.append(key)
     return tuple(fresh)
 
 

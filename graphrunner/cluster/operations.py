@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from graphrunner import engine
-from graphrunner.cluster.waits import Wait, open_kids
+from graphrunner.cluster.waits import Wait, latest, open_kids
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import CancelError, ResumeError, RunNotFound, RunRefused
@@ -142,7 +142,7 @@ def resume(
     if snap.status.finished and snap.concurrency_key:
         _retake_key(store, snap)
     running = resumed.status is RunStatus.RUNNING
-    wait = Wait("restart").to_dict() if running else None
+    wait = Wait("restart", prior=latest(snap)).to_dict() if running else None
     resumed = resumed.model_copy(
         update={"phase": snap.phase + 1, "wait": wait, "graph_hash": graph.content_hash}
     )

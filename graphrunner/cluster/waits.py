@@ -30,7 +30,8 @@ class Wait:
     - child: the child run `child` is running.
     - kids: child runs of a parallel node (keyed by branch) or of a foreach over a graph (keyed
       by item index): `open` are running; items `[0, upto)` of `total` have been started,
-      and `bad` lists the items that could not start (index, message).
+      and `bad` lists the items that could not start (index, message); `kept` are the keys
+      whose kid completed in an earlier attempt of the step (`prior`), not run again.
     """
 
     kind: WaitKind
@@ -46,6 +47,8 @@ class Wait:
     child: str = ""
     open: tuple[str, ...] = field(default=())
     bad: tuple[tuple[int, str], ...] = field(default=())
+    prior: str = ""  # kids: the id prefix of the kids of this step's earlier attempt
+    kept: tuple[str, ...] = field(default=())  # kids: keys whose earlier kid completed (not run again)
     retries: tuple[dict[str, Any], ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -56,7 +59,7 @@ class Wait:
     def from_dict(cls, data: dict[str, Any]) -> Wait:
         """The wait stored in a snapshot."""
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        for name in ("retries", "open"):
+        for name in ("retries", "open", "kept"):
             if name in known:
                 known[name] = tuple(known[name])
         if "bad" in known:
@@ -91,6 +94,18 @@ def open_kids(snap: RunSnapshot) -> list[str]:
     if wait is None or wait.kind != "kids":
         return []
     return [f"{wait.child}.{key}" for key in wait.open]
+
+
+def latest(snap: RunSnapshot) -> str:
+    """The id prefix of the kids of the step `snap` stopped at, when it waited on kids: what a
+    resume or an error hook's retry of that step keeps (the kids that completed)."""
+    wait = Wait.from_dict(snap.wait) if snap.wait is not None else None
+    if wait is not None and wait.kind == "kids":
+        return wait.child
+    error = snap.error or {}
+    if error.get("node") == snap.node and snap.children:  # failed at it: its kids were the last
+        return snap.children[-1]
+    return ""
 
 
 CHILD_CHECKS = 10  # a parent waiting on its child is looked at every CHILD_CHECKS x stall_after

@@ -108,3 +108,102 @@ def test_cancelling_the_parent_cancels_its_kids(cluster: Client, tmp_path: Path)
         lambda: all(cluster.store.load_run(k).status.value == "cancelled" for k in kids), WAIT_S, "cancels"
     )
     assert handle.wait(timeout=WAIT_S).status == "cancelled"
+
+
+PAUSING = """
+id: waiting
+inputs: {query: {type: string}}
+state: {hits: {type: list, default: []}, log: {type: list, default: [], reducer: append}, winner: {}}
+config: {start: ask}
+nodes:
+  ask: {type: pause, message: approve the search, next: write}
+  write: {type: gate, assign: {hits: [approved], log: [waited]}}
+"""
+
+
+def test_a_paused_branch_parks_the_parent_until_it_is_resumed(cluster: Client, tmp_path: Path) -> None:
+    (folder(tmp_path) / "waiting.yaml").write_text(PAUSING)
+    handle = cluster.submit(graph_of(tmp_path, PARENT.replace("graph: slow,", "graph: waiting,")))
+    kid = f"{handle.id}.1.slow"
+    wait_for(lambda: getattr(cluster.store.load_run(kid), "status", None) is not None, WAIT_S, "the kid")
+    wait_for(lambda: cluster.store.load_run(kid).status.value == "paused", WAIT_S, "the kid to pause")
+    assert cluster.store.load_run(handle.id).status.value == "running"  # parked on its kids, no worker held
+    cluster.resume(kid)
+    result = handle.wait(timeout=WAIT_S)
+    assert (result.status, result.state["log"], result.state["slow_hits"]) == (
+        "completed",
+        ["waited", "fast"],
+        ["approved"],
+    )
+
+
+def test_kids_never_widen_the_runs_capabilities(cluster: Client, tmp_path: Path) -> None:
+    graph = graph_of(tmp_path, PARENT)
+    allowed = ["graph:slow", "tool:*"]  # not graph:fast
+    remote = cluster.submit(graph, capabilities=allowed).wait(timeout=WAIT_S)
+    local = graph.invoke_sync(capabilities=allowed)
+    for result in (remote, local):
+        assert (result.status, result.error["type"]) == ("failed", "permission_denied")
+        assert "graph:fast" in result.error["message"]
+
+
+RESUMABLE = """
+id: resumable
+state: {log: {type: list, default: [], reducer: append}}
+config: {start: both}
+nodes:
+  both:
+    type: parallel
+    branches:
+      fast: {graph: counted, outputs: {log: log}}
+      flaky: {graph: flaky, outputs: {log: log}}
+"""
+COUNTED = """
+id: counted
+state: {log: {type: list, default: [], reducer: append}}
+config: {start: count}
+nodes:
+  count: {action: {tool: shell, params: {command: "echo ran >> DIR/fast", shell: true}}, next: write}
+  write: {type: gate, assign: {log: [fast]}}
+"""
+FLAKY = """
+id: flaky
+state: {log: {type: list, default: [], reducer: append}}
+config: {start: check}
+nodes:
+  check: {action: {tool: shell, params: {command: "sleep 0.5; test -f DIR/ok", shell: true}}, next: write}
+  write: {type: gate, assign: {log: [flaky]}}
+"""
+
+
+def test_resume_runs_the_failed_branch_again_and_not_the_finished_one(
+    cluster: Client, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    for name, text in (("counted", COUNTED), ("flaky", FLAKY)):
+        (tmp_path / f"{name}.yaml").write_text(text.replace("DIR", str(marks)))
+    path = tmp_path / "resumable.yaml"
+    path.write_text(RESUMABLE)
+    graph = load_graph(path, settings=Settings(graph_path=(tmp_path,)))
+    handle = cluster.submit(graph)
+    failed = handle.wait(timeout=WAIT_S)
+    assert failed.status == "failed" and "branch 'flaky'" in failed.error["message"]
+    (marks / "ok").touch()
+    done = cluster.resume(handle.id).wait(timeout=WAIT_S)
+    assert (done.status, done.state["log"]) == ("completed", ["fast", "flaky"])
+    assert (marks / "fast").read_text().splitlines() == ["ran"]  # the finished branch did not run again
+
+
+def test_resume_of_a_foreach_keeps_the_items_that_completed_with_the_same_inputs(
+    cluster: Client, tmp_path: Path
+) -> None:
+    graph = graph_of(tmp_path, FOREACH.replace("PARALLEL", "false").replace("tolerated_failures: 1", ""))
+    handle = cluster.submit(graph, state={"docs": ["a", "bad", "c"]})
+    failed = handle.wait(timeout=WAIT_S)
+    assert failed.status == "failed" and "item 1 (graph 'summarise')" in failed.error["message"]
+    done = cluster.resume(handle.id, {"docs": ["a", "b", "c"]}).wait(timeout=WAIT_S)
+    assert (done.status, done.state["summaries"]) == ("completed", ["0:a", "1:b", "2:c"])
+    first, again = cluster.store.load_run(handle.id).children[-2:]
+    assert cluster.store.load_run(f"{first}.0") is not None and cluster.store.load_run(f"{again}.0") is None
+    assert cluster.store.load_run(f"{again}.1") is not None  # the failed item ran again, with its new input
