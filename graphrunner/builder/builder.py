@@ -72,15 +72,7 @@ class GraphBuilder(Generic[S]):
         description: str | None = None,
     ) -> Self:
         """Add node `name` running `fn(state)`, whose returned dict is merged through the reducers."""
-        options = {
-            "description": description,
-            "retry": _retry(retry),
-            "timeout": timeout,
-            "queue": queue,
-            "on_error": on_error,
-            "error_mode": error_mode,
-            "cache_result": cache_result or None,
-        }
+        options = _dispatch(description, retry, timeout, queue, on_error, error_mode, cache_result)
         return self._add(name, fn, options)
 
     def add_subgraph(
@@ -146,19 +138,13 @@ class GraphBuilder(Generic[S]):
             raise TypeError("add_foreach takes inputs= only with a graph: a function gets the item itself")
         options = {
             "type": "foreach",
-            "description": description,
             "over": over if "${" in over else "${state." + over + "}",
             "inputs": dict(inputs) if inputs is not None else None,
             "collect": collect,
             "parallel": parallel or None,
             "max_concurrency": max_concurrency,
             "tolerated_failures": tolerated_failures or None,
-            "retry": _retry(retry),
-            "timeout": timeout,
-            "queue": queue,
-            "on_error": on_error,
-            "error_mode": error_mode,
-            "cache_result": cache_result or None,
+            **_dispatch(description, retry, timeout, queue, on_error, error_mode, cache_result),
         }
         return self._add(name, Foreach(fn), options)
 
@@ -302,6 +288,27 @@ def branch(
     if not isinstance(graph, Graph):
         raise TypeError(f"a branch runs a compiled Graph, got {type(graph).__name__}")
     return BranchSpec(graph, inputs, outputs)
+
+
+def _dispatch(
+    description: str | None,
+    retry: RetrySpec | None,
+    timeout: float | None,
+    queue: str | None,
+    on_error: str | None,
+    error_mode: ErrorMode | None,
+    cache_result: bool,
+) -> dict[str, Any]:
+    """The options of a node that dispatches (a node function, a foreach), as the graph file writes them."""
+    return {
+        "description": description,
+        "retry": _retry(retry),
+        "timeout": timeout,
+        "queue": queue,
+        "on_error": on_error,
+        "error_mode": error_mode,
+        "cache_result": cache_result or None,
+    }
 
 
 def _output(output: str | Mapping[str, str] | None) -> Any:

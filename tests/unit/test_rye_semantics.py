@@ -260,35 +260,34 @@ def test_a_graph_run_as_a_tool_is_a_child_run(tmp_path: Path) -> None:
     assert (result.status, result.state["got"]) == ("completed", "44")
 
 
-def test_rye_hooks_read_the_event_at_the_top_level(tmp_path: Path) -> None:
-    text = rye_file(tmp_path, ENVELOPE.replace("VALUE", "{status: error, error: boom}")).read_text()
-    text = text.replace(
-        "config:\n",
-        "config:\n  hooks:\n"
-        "    - event: error\n"
-        "      condition: {path: node, value: first}\n"
-        "      action: {primary: execute, item_id: test/canned,\n"
-        "               params: {value: {control: continue, seen: '${classification} ${error.message}'}}}\n",
-    )
+def hooked(tmp_path: Path, value: str, hook: str) -> Graph:
+    """The ENVELOPE graph with its tool returning `value` and one hook (YAML lines under `hooks:`)."""
+    text = rye_file(tmp_path, ENVELOPE.replace("VALUE", value)).read_text()
     path = tmp_path / "hooked.yaml"
-    path.write_text(text)
-    result = run(load(path))
+    path.write_text(text.replace("config:\n", "config:\n  hooks:\n" + textwrap.indent(hook, "    "), 1))
+    return load(path)
+
+
+def test_rye_hooks_read_the_event_at_the_top_level(tmp_path: Path) -> None:
+    hook = (
+        "- event: error\n"
+        "  condition: {path: node, value: first}\n"
+        "  action: {primary: execute, item_id: test/canned,\n"
+        "           params: {value: {control: continue, seen: '${classification} ${error.message}'}}}\n"
+    )
+    result = run(hooked(tmp_path, "{status: error, error: boom}", hook))
     assert result.status == "completed_with_errors"  # the hook's `continue` answer
     assert result.path == ["first", "done"]
 
 
 def test_an_after_step_hook_sees_the_nodes_result(tmp_path: Path) -> None:
     seen = tmp_path / "seen.txt"
-    text = rye_file(tmp_path, ENVELOPE.replace("VALUE", "{status: success, data: {stdout: hi}}")).read_text()
-    text = text.replace(
-        "config:\n",
-        "config:\n  hooks:\n"
-        "    - event: after_step\n"
-        "      condition: {path: result.stdout, value: hi}\n"
-        "      action: {primary: execute, item_id: rye/bash/bash,\n"
-        f"               params: {{command: \"printf '%s@%s' ${{node}} ${{step_count}} > {seen}\"}}}}\n",
+    hook = (
+        "- event: after_step\n"
+        "  condition: {path: result.stdout, value: hi}\n"
+        "  action: {primary: execute, item_id: rye/bash/bash,\n"
+        f"           params: {{command: \"printf '%s@%s' ${{node}} ${{step_count}} > {seen}\"}}}}\n"
     )
-    path = tmp_path / "after.yaml"
-    path.write_text(text)
-    assert run(load(path)).status == "completed"
+    graph = hooked(tmp_path, "{status: success, data: {stdout: hi}}", hook)
+    assert run(graph).status == "completed"
     assert seen.read_text() == "first@1"
