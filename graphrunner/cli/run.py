@@ -209,11 +209,19 @@ def run_graph(
     return asyncio.run(cancelled_on_signals(asyncio.wait_for(run, timeout)))
 
 
+def label(snapshot: RunSnapshot) -> str:
+    """The graph id of a progress line; a child run's also says where it is: `STEP.KEY` after
+    its root run's id (`research/web 1.web`: step 1's branch web; `docs/process 2.7`: item 7)."""
+    if snapshot.depth == 0 or "." not in snapshot.run_id:
+        return snapshot.graph_id
+    return f"{snapshot.graph_id} {snapshot.run_id.split('.', 1)[1]}"
+
+
 def progress_printer() -> StepObserver:
     """An `on_step` observer printing one progress line per step on stderr."""
 
     def observe(snapshot: RunSnapshot, record: dict[str, Any]) -> None:
-        click.echo(format_step(snapshot.graph_id, record), err=True)
+        click.echo(format_step(label(snapshot), record), err=True)
 
     return observe
 

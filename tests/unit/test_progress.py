@@ -67,3 +67,13 @@ def test_shorten_keeps_short_single_lines() -> None:
     assert shorten("  fine  ") == "fine"
     assert shorten("a\nb") == "a…"
     assert shorten("x" * 100, limit=10) == "x" * 9 + "…"
+
+
+def test_a_child_runs_progress_line_says_where_it_is() -> None:
+    from graphrunner.cli.run import label
+    from graphrunner.engine import RunSnapshot
+
+    assert label(RunSnapshot(run_id="r1", graph_id="research/main")) == "research/main"
+    branch = RunSnapshot(run_id="r1.1.web", graph_id="research/web", depth=1)
+    item = RunSnapshot(run_id="r1.2.7", graph_id="docs/process", depth=1)
+    assert (label(branch), label(item)) == ("research/web 1.web", "docs/process 2.7")
