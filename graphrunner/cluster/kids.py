@@ -34,6 +34,7 @@ from graphrunner.engine import (
     RunSnapshot,
     StepPlan,
 )
+from graphrunner.engine.snapshot import FINISHED
 from graphrunner.engine.step import foreach_fails
 from graphrunner.errors import CancelError, GraphrunnerError, RunNotFound
 from graphrunner.model import ForeachNode, ParallelNode
@@ -43,6 +44,7 @@ from graphrunner.store import Store
 if TYPE_CHECKING:
     from graphrunner.cluster.context import Cluster
 
+ENDED = {status.value for status in FINISHED}
 CANCELLED = ChildOutcome(
     "cancelled", error={"type": "cancelled", "message": "cancelled: the node stopped waiting"}
 )
@@ -90,7 +92,7 @@ def join(
     store: Store, graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan, wait: Wait, window: int
 ) -> Decision:
     """A kid has woken its parent: start more, or complete the node once every kid is done."""
-    ends = {key: _end(store, snap, f"{wait.child}.{key}") for key in wait.open}
+    ends = {key: _end(store, snap, f"{wait.child}.{key}") for key in _finished(store, wait)}
     done = {k: e for k, e in ends.items() if e is not None}
     if not done:
         return Idle()  # a stray or repeated wake-up: the open kids wake the parent again
@@ -135,6 +137,13 @@ def cancel_open(cluster: Cluster, snap: RunSnapshot, reason: str) -> None:
 
 
 # -- helpers -------------------------------------------------------------------------------------------
+
+
+def _finished(store: Store, wait: Wait) -> list[str]:
+    """The open kids that have finished, read in one round trip (their status alone): only those
+    are loaded, so a wake-up costs one read of the window and a load of what finished."""
+    statuses = store.activity([f"{wait.child}.{key}" for key in wait.open])
+    return [key for key, fields in zip(wait.open, statuses, strict=True) if fields.get("status") in ENDED]
 
 
 def _same_kid(store: Store, snap: RunSnapshot, run_id: str, first: RunSnapshot | str) -> bool:
