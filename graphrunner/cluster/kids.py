@@ -229,14 +229,17 @@ def _end(store: Store, snap: RunSnapshot, run_id: str) -> ChildOutcome | None:
 
 
 def _loaded(store: Store, snap: RunSnapshot, wait: Wait, keys: list[str]) -> dict[str, ChildOutcome]:
-    """Every started kid's end (a kid still running when the node gives up is cancelled)."""
+    """Every started kid that has ended; one still running when the node gives up is left out
+    (it is cancelled, and counts as neither a result nor a failure, as in-process)."""
     ends: dict[str, ChildOutcome] = {}
     bad = {i for i, _ in wait.bad}
     for position in range(wait.upto):
         key = keys[position]
         if position not in bad:
             base = wait.prior if key in wait.kept else wait.child
-            ends[key] = _end(store, snap, f"{base}.{key}") or CANCELLED
+            end = _end(store, snap, f"{base}.{key}")
+            if end is not None:
+                ends[key] = end
     return ends
 
 

@@ -150,13 +150,7 @@ class LocalRunner:
         assert isinstance(spec, ForeachNode) and plan.items is not None
         items = list(enumerate(plan.items))
         if spec.parallel:
-            gate = asyncio.Semaphore(spec.max_concurrency or len(items) or 1)
-
-            async def bounded(index: int, item: Any) -> ItemOutcome:
-                async with gate:
-                    return await self._item(graph, snap, plan, index, item)
-
-            return ForeachOutcome(tuple(await asyncio.gather(*(bounded(i, x) for i, x in items))))
+            return await self._parallel_items(graph, snap, plan, spec, items)
         done: list[ItemOutcome] = []
         failed = 0
         for index, item in items:
@@ -165,6 +159,34 @@ class LocalRunner:
             if foreach_fails(graph, spec, failed, len(items)):
                 break  # the node has failed: the remaining items cannot change that
         return ForeachOutcome(tuple(done))
+
+    async def _parallel_items(
+        self,
+        graph: CompiledGraph,
+        snap: RunSnapshot,
+        plan: StepPlan,
+        spec: ForeachNode,
+        items: list[tuple[int, Any]],
+    ) -> ForeachOutcome:
+        """Items at once (at most `max_concurrency`); once the node has failed past its tolerance,
+        the items still running are cancelled and left out, as on a cluster."""
+        gate = asyncio.Semaphore(spec.max_concurrency or len(items) or 1)
+
+        async def bounded(index: int, item: Any) -> ItemOutcome:
+            async with gate:
+                return await self._item(graph, snap, plan, index, item)
+
+        pending = {asyncio.ensure_future(bounded(i, x)) for i, x in items}
+        done: list[ItemOutcome] = []
+        while pending:
+            finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            done += [task.result() for task in finished]
+            if foreach_fails(graph, spec, sum(not d.outcome.ok for d in done), len(items)):
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                break
+        return ForeachOutcome(tuple(sorted(done, key=lambda d: d.index)))
 
     async def _item_child(
         self, graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan, index: int, item: Any
@@ -200,6 +222,7 @@ class LocalRunner:
             if failed_first is not None and spec.error_policy == "fail_fast":
                 for task in pending:
                     task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
                 cancelled = ChildOutcome(
                     "cancelled", error={"type": "cancelled", "message": "a branch failed"}
                 )
