@@ -87,7 +87,7 @@ class Cluster:
         if snap.status is RunStatus.RUNNING:
             return [self.publisher.step(snap, graph)]
         if snap.status.finished and snap.parent:
-            return [self.publisher.wake(snap.parent)]
+            return [self.publisher.wake(snap.parent, snap.run_id)]
         return []
 
     def create_run(self, snap: RunSnapshot, graph: CompiledGraph, fingerprint: str) -> Created:

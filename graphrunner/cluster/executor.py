@@ -131,7 +131,7 @@ class StepExecutor:
             self._fail(snap, _error(snap, "node_exception", f"graph cannot be loaded on this worker: {exc}"))
             return Handled("failed_to_load", msg.run_id, msg.step)
         with self.heartbeats.beating(snap.run_id):
-            return Handled(self.loops.run(self._take(graph, snap, wait)), msg.run_id, msg.step)
+            return Handled(self.loops.run(self._take(graph, snap, wait, msg.child)), msg.run_id, msg.step)
 
     def _stale(self, snap: RunSnapshot, msg: StepMessage) -> Handled:
         """A message for a step already taken, an earlier phase, or a run no longer running: dropped."""
@@ -171,7 +171,7 @@ class StepExecutor:
 
     # -- deciding ------------------------------------------------------------------------------------
 
-    async def _take(self, graph: CompiledGraph, snap: RunSnapshot, wait: Wait | None) -> str:
+    async def _take(self, graph: CompiledGraph, snap: RunSnapshot, wait: Wait | None, child: str = "") -> str:
         started = (utcnow().isoformat(), time.perf_counter())
         if wait is None and snap.step == 0:
             failed = self.services.env_failure(graph, snap)
@@ -182,11 +182,22 @@ class StepExecutor:
                 await self.services.completed(graph, final)
                 return "committed"
             await self.services.started(graph, snap)
-        plan, decision = await self._decide(graph, snap, wait)
-        return await self._apply(graph, snap, plan, decision, started)
+        plan, decision = await self._decide(graph, snap, wait, child)
+        done = await self._apply(graph, snap, plan, decision, started)
+        if wait is not None and wait.kind == "kids":
+            self._after_kids(snap, plan, decision, done)
+        return done
+
+    def _after_kids(self, snap: RunSnapshot, plan: StepPlan, decision: Decision, done: str) -> None:
+        """After a kids step: a decision that lost the race looks again (the winner may not have
+        seen the kid that woke this one); a node that is done no longer needs its open kids."""
+        if done == "duplicate":
+            self._look_again(snap.run_id)
+        elif isinstance(decision, Complete):
+            kids.cancel_open(self.cluster, snap, f"node '{plan.node}' of its parent run stopped waiting")
 
     async def _decide(
-        self, graph: CompiledGraph, snap: RunSnapshot, wait: Wait | None
+        self, graph: CompiledGraph, snap: RunSnapshot, wait: Wait | None, child: str = ""
     ) -> tuple[StepPlan, Decision]:
         if wait is None or wait.kind == "restart":
             return await self._fresh(graph, snap, wait.hook_round if wait else 0, wait.prior if wait else "")
@@ -200,10 +211,7 @@ class StepExecutor:
         if wait.kind == "items":
             return plan, await sequence.next_item(self.services, graph, snap, plan, wait)
         if wait.kind == "kids":
-            decision = kids.join(self.store, graph, snap, plan, wait, self._window(graph, plan))
-            if isinstance(decision, Complete):  # done, or given up: what still runs is not needed
-                kids.cancel_open(self.cluster, snap, f"node '{plan.node}' of its parent run stopped waiting")
-            return plan, decision
+            return plan, kids.join(self.store, graph, snap, plan, wait, self._window(graph, plan), child)
         return plan, children.join(snap, wait, self.store.load_run(wait.child))
 
     async def _fresh(
@@ -339,8 +347,6 @@ class StepExecutor:
         """Commit the suspension with what it sends, then dispatch a foreach chunk or child run."""
         new = self._suspended(snap, suspend.wait, suspend.changes)
         if self._commit(snap, new, suspend.records, outs=self._waited_for(graph, new, suspend.wait)) is None:
-            if suspend.wait.kind == "kids":  # another wake-up was first: make sure it is looked at again
-                self._look_again(snap.run_id)
             return "duplicate"
         if suspend.wait.kind == "kids":
             kids.create(self.cluster, graph, new, suspend.wait, suspend.kids)

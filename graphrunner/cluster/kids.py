@@ -89,10 +89,22 @@ def start(
 
 
 def join(
-    store: Store, graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan, wait: Wait, window: int
+    store: Store,
+    graph: CompiledGraph,
+    snap: RunSnapshot,
+    plan: StepPlan,
+    wait: Wait,
+    window: int,
+    woken_by: str = "",
 ) -> Decision:
-    """A kid has woken its parent: start more, or complete the node once every kid is done."""
-    ends = {key: _end(store, snap, f"{wait.child}.{key}") for key in _finished(store, wait)}
+    """A kid has woken its parent: start more, or complete the node once every kid is done.
+
+    A wake-up that names its kid (`woken_by`) looks at that kid alone, so N kids cost N loads;
+    one that does not (the sweeper's, a lost race's) reads every open kid's status.
+    """
+    named = woken_by.removeprefix(wait.child + ".") if woken_by.startswith(wait.child + ".") else None
+    candidates = ([named] if named in wait.open else []) if named is not None else _finished(store, wait)
+    ends = {key: _end(store, snap, f"{wait.child}.{key}") for key in candidates}
     done = {k: e for k, e in ends.items() if e is not None}
     if not done:
         return Idle()  # a stray or repeated wake-up: the open kids wake the parent again

@@ -24,16 +24,17 @@ class StepMessage(BaseModel):
     run_id: str = Field(pattern=RUN_ID.pattern)
     step: int = Field(ge=0)
     phase: int = Field(default=0, ge=0)
+    child: str = Field(default="", pattern=f"^(|{RUN_ID.pattern[1:-1]})$")  # the child run that woke it
 
     @classmethod
     def parse(cls, args: Any, kwargs: Any) -> StepMessage:
         """The message from a task's raw arguments; raises `BadMessage` naming what is wrong."""
         try:
-            if kwargs or not isinstance(args, list | tuple) or len(args) not in (2, 3):
-                raise ValueError(
-                    f"expected (run_id, step[, phase]), got args={args!r:.200} kwargs={kwargs!r:.200}"
-                )
-            return cls.model_validate(dict(zip(("run_id", "step", "phase"), args, strict=False)), strict=True)
+            if kwargs or not isinstance(args, list | tuple) or len(args) not in (2, 3, 4):
+                got = f"args={args!r:.200} kwargs={kwargs!r:.200}"
+                raise ValueError(f"expected (run_id, step[, phase[, child]]), got {got}")
+            fields = dict(zip(("run_id", "step", "phase", "child"), args, strict=False))
+            return cls.model_validate(fields, strict=True)
         except (ValueError, ValidationError) as exc:
             raise BadMessage(f"malformed step message: {_first_line(exc)}") from None
 

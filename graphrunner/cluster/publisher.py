@@ -107,9 +107,12 @@ class Publisher:
             tracked=tracked,
         )
 
-    def wake(self, parent: dict[str, Any]) -> Outgoing:
-        """The message that wakes a parent's step (`{run_id, step, phase}`) whose child has finished."""
-        args = (parent["run_id"], parent["step"], parent["phase"])
+    def wake(self, parent: dict[str, Any], child: str = "") -> Outgoing:
+        """The message that wakes a parent's step (`{run_id, step, phase}`) whose child `child`
+        has finished (named, so a parent waiting on many kids looks at that one only)."""
+        args: tuple[Any, ...] = (parent["run_id"], parent["step"], parent["phase"])
+        if child:
+            args = (*args, child)
         return Outgoing(
             task=STEP_TASK, args=args, queue=self.settings.queue, shadow=f"{args[0]}:child-finished"
         )

@@ -132,10 +132,12 @@ def test_an_in_process_cache_hit_skips_the_tool(graph_of: Callable[[str], Graph]
     assert run(LocalRunner().invoke(graph)).state == {"n": 2}  # a fresh runner, a fresh cache
 
 
-def test_step_messages_take_an_optional_phase() -> None:
+def test_step_messages_take_an_optional_phase_and_the_child_that_woke_them() -> None:
     assert StepMessage.parse(("r1", 3), {}).phase == 0
     assert StepMessage.parse(("r1", 3, 2), {}).phase == 2
-    for args in (("r1",), ("r1", 3, -1), ("r1", 3, "2"), ("r1", 3, 2, 1), "r1", None, {"a": 1}):
+    assert StepMessage.parse(("r1", 3, 2, "r1.4.web"), {}).child == "r1.4.web"
+    bad = (("r1", 3, 2, "not an id!"), ("r1", 3, 2, "r1.4", "extra"))
+    for args in (("r1",), ("r1", 3, -1), ("r1", 3, "2"), ("r1", 3, 2, 1), *bad, "r1", None, {"a": 1}):
         with pytest.raises(BadMessage):
             StepMessage.parse(args, {})
 
