@@ -288,7 +288,8 @@ def test_a_child_run_wakes_its_parent_with_its_last_commit(direct: MemoryCluster
 
     direct.drive(until=lambda: direct.snap(child_id).status.finished)
     assert direct.snap(child_id).status is RunStatus.COMPLETED
-    assert direct.waiting() == [StepMessage(run_id=run_id, step=1, phase=1, child=child_id)]  # sent by that commit
+    # sent by that commit, naming the child
+    assert direct.waiting() == [StepMessage(run_id=run_id, step=1, phase=1, child=child_id)]
     assert direct.step().outcome == "committed"
     direct.drive()
     parent = direct.snap(run_id)

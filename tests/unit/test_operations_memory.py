@@ -151,7 +151,8 @@ def test_cancelling_a_parent_cancels_its_active_child(mc: MemoryCluster, tmp_pat
     assert mc.snap(run_id).status is RunStatus.CANCELLED
     assert mc.snap(child_id).status is RunStatus.CANCELLED
     assert mc.records(child_id)[-1]["reason"] == f"its parent run {run_id} was cancelled"
-    assert mc.waiting() == [StepMessage(run_id=run_id, step=0, phase=1, child=child_id)]  # its last commit woke it
+    # the child's last commit woke it
+    assert mc.waiting() == [StepMessage(run_id=run_id, step=0, phase=1, child=child_id)]
     assert mc.step().outcome == "not_running" and mc.waiting() == []
 
 
