@@ -79,10 +79,8 @@ def start(
     kept = tuple(k for k, f in firsts.items() if prior and _same_kid(store, snap, f"{prior}.{k}", f))
     bad = tuple((keys.index(k), f) for k, f in firsts.items() if isinstance(f, str))
     wait = Wait("kids", hook_round=hook_round, child=base, total=len(keys), bad=bad, prior=prior, kept=kept)
-    good = list(_startable(keys, wait, 0))
-    opened = good if plan.kind == "parallel" else good[:window]
-    upto = len(keys) if plan.kind == "parallel" or len(opened) == len(good) else keys.index(opened[-1]) + 1
-    wait = wait.but(open=tuple(opened), upto=upto, failed=len(bad))
+    opened, upto = _refill(keys, wait, len(keys) if plan.kind == "parallel" else window)
+    wait = wait.but(open=opened, upto=upto, failed=len(bad))
     if not opened or _gives_up(graph, plan, len(bad), len(keys)):
         return Complete(_outcome(graph, plan, wait, _loaded(store, snap, wait, keys)), hook_round)
     return Suspend(wait, changes={"children": (*snap.children, base)}, kids=tuple(opened))
@@ -113,9 +111,7 @@ def join(
     keys = list(keys_of(graph, plan))
     if _gives_up(graph, plan, failed, wait.total):
         return Complete(_outcome(graph, plan, wait, _loaded(store, snap, wait, keys)), wait.hook_round)
-    fresh = _refill(keys, wait, window - len(still))
-    rest = list(_startable(keys, wait, wait.upto))
-    upto = (keys.index(fresh[-1]) + 1 if len(fresh) < len(rest) else len(keys)) if fresh else wait.upto
+    fresh, upto = _refill(keys, wait, window - len(still))
     if not still and not fresh:
         return Complete(_outcome(graph, plan, wait, _loaded(store, snap, wait, keys)), wait.hook_round)
     return Suspend(wait.but(open=(*still, *fresh), upto=upto, failed=failed), kids=fresh)
@@ -168,12 +164,6 @@ def _same_kid(store: Store, snap: RunSnapshot, run_id: str, first: RunSnapshot |
         return False
     end = _end(store, snap, run_id)
     return end is not None and end.ok
-
-
-def _startable(keys: list[str], wait: Wait, start: int) -> Iterator[str]:
-    """The keys from position `start` on that are to run: not unstartable, not kept."""
-    skip = {i for i, _ in wait.bad} | {keys.index(k) for k in wait.kept}
-    yield from (key for position, key in enumerate(keys) if position >= start and position not in skip)
 
 
 def _base(snap: RunSnapshot, step: int) -> str:
@@ -255,16 +245,23 @@ def _loaded(store: Store, snap: RunSnapshot, wait: Wait, keys: list[str]) -> dic
     return ends
 
 
-def _refill(keys: list[str], wait: Wait, room: int) -> tuple[str, ...]:
-    """The next kids to start, to fill `room` places (none when there is no room)."""
+def _refill(keys: list[str], wait: Wait, room: int) -> tuple[tuple[str, ...], int]:
+    """The next kids to start from position `wait.upto` on (neither unstartable nor kept), to fill
+    `room` places, and the new `upto`: just past the last of them while kids are left to start,
+    else every key. One pass over the keys."""
     if room <= 0:
-        return ()
+        return (), wait.upto
+    skip = {i for i, _ in wait.bad} | {i for i, key in enumerate(keys) if key in wait.kept}
     fresh: list[str] = []
-    for key in _startable(keys, wait, wait.upto):
+    last = wait.upto
+    for position in range(wait.upto, len(keys)):
+        if position in skip:
+            continue
         if len(fresh) == room:
-            break
-        fresh.append(key)
-    return tuple(fresh)
+            return tuple(fresh), last + 1
+        fresh.append(keys[position])
+        last = position
+    return tuple(fresh), len(keys)
 
 
 def _gives_up(graph: CompiledGraph, plan: StepPlan, failed: int, total: int) -> bool:
