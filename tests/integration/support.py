@@ -21,6 +21,12 @@ def write(folder: Path, name: str, text: str) -> Path:
     return path
 
 
+def first_pid(path: Path, timeout: float = 60) -> int:
+    """The first pid a step wrote into `path`, once written (the file exists before its line does)."""
+    wait_for(lambda: path.exists() and bool(path.read_text().split()), timeout, f"a pid in {path}")
+    return int(path.read_text().split()[0])
+
+
 def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
     """Poll `check` until it holds; raise `TimeoutError` naming `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout

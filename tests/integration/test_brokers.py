@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from redis_cluster import RedisCluster
-from support import uid
+from support import first_pid, uid
 from worker_procs import WorkerProcess, process_env
 
 from graphrunner import load_graph
@@ -350,10 +350,7 @@ def test_a_worker_killed_mid_step(deployment: Deployment, cluster: Client, tmp_p
     """,
     )
     run = cluster.submit(graph)
-    deadline = time.monotonic() + 60
-    while not started.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    pid = int(started.read_text().split()[0])
+    pid = first_pid(started)
     (victim,) = [w for w in deployment.workers if w.owns(pid)]
     victim.kill()
     result = run.wait(timeout=120)

@@ -4,10 +4,10 @@ every run completes, and no branch's contribution or item's output is merged twi
 from __future__ import annotations
 
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
+from support import first_pid
 from test_worker_processes import start_workers
 
 from graphrunner import load_graph
@@ -71,10 +71,7 @@ def test_a_worker_killed_while_kids_run_and_every_contribution_merges_once(
     try:
         run = client.submit(graph)
         calls = tmp_path / "calls"
-        deadline = time.monotonic() + 60
-        while not calls.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        pid = int(calls.read_text().split()[0])
+        pid = first_pid(calls)
         next(w for w in workers if w.owns(pid)).kill()  # in the middle of a branch's slow step
         result = run.wait(timeout=120)
         assert result.status == "completed", result.error

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from support import first_pid
 from worker_procs import WorkerProcess
 
 from graphrunner import parse_graph
@@ -85,10 +86,7 @@ def test_a_worker_killed_mid_step_and_the_run_completes_exactly_once(
         graph = parse_graph(textwrap.dedent(CRASH).replace("MARKER", str(tmp_path)))
         run = client.submit(graph)
         calls = tmp_path / "calls"
-        deadline = time.monotonic() + 30
-        while not calls.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        pid = int(calls.read_text().split()[0])
+        pid = first_pid(calls, 30)
         victim = next(w for w in workers if w.owns(pid))
         victim.kill()  # in the middle of the slow step, before its commit
         result = run.wait(timeout=90)
