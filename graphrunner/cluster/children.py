@@ -44,7 +44,13 @@ def first(
         depth=snap.depth + 1,
         max_state_bytes=max_state_bytes,
     )
-    parent = {"run_id": snap.run_id, "step": snap.step, "phase": phase}
+    parent = {
+        "run_id": snap.run_id,
+        "step": snap.step,
+        "phase": phase,
+        "graph_id": snap.graph_id,
+        "node": snap.node,
+    }
     return child, begun.model_copy(update={"parent": parent})
 
 

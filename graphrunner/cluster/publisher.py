@@ -108,14 +108,17 @@ class Publisher:
         )
 
     def wake(self, parent: dict[str, Any], child: str = "") -> Outgoing:
-        """The message that wakes a parent's step (`{run_id, step, phase}`) whose child `child`
-        has finished (named, so a parent waiting on many kids looks at that one only)."""
+        """The message that wakes a parent's step (`{run_id, step, phase, graph_id, node}`) whose
+        child `child` has finished (named, so a parent waiting on many kids looks at that one only).
+
+        Flower shows it as `graph:node:child-finished`: one name per node, never one per run
+        (a parent recorded before the names were kept shows as `child-finished`).
+        """
         args: tuple[Any, ...] = (parent["run_id"], parent["step"], parent["phase"])
         if child:
             args = (*args, child)
-        return Outgoing(
-            task=STEP_TASK, args=args, queue=self.settings.queue, shadow=f"{args[0]}:child-finished"
-        )
+        where = f"{parent['graph_id']}:{parent.get('node') or ''}:" if parent.get("graph_id") else ""
+        return Outgoing(task=STEP_TASK, args=args, queue=self.settings.queue, shadow=f"{where}child-finished")
 
     def item(self, payload: dict[str, Any], queue: str, shadow: str, due: float | None = None) -> Outgoing:
         """The message of one foreach item (sent again later: a retry or a durable sleep)."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from celery.signals import task_prerun
 from parallel_graphs import FOREACH, PARENT, folder
 from support import wait_for
 
@@ -207,3 +208,32 @@ def test_resume_of_a_foreach_keeps_the_items_that_completed_with_the_same_inputs
     first, again = cluster.store.load_run(handle.id).children[-2:]
     assert cluster.store.load_run(f"{first}.0") is not None and cluster.store.load_run(f"{again}.0") is None
     assert cluster.store.load_run(f"{again}.1") is not None  # the failed item ran again, with its new input
+
+
+def test_task_names_read_like_the_graph_and_stay_bounded(cluster: Client, tmp_path: Path) -> None:
+    """What Flower shows: `graph:node` for steps (the kids' too), `graph:node:child-finished` for
+    a kid's wake-up of its parent; never a run id, so task types and labels stay bounded."""
+    seen: list[str] = []
+
+    def record(task: Any, **_: Any) -> None:
+        seen.append(task.request.shadow or task.name)
+
+    task_prerun.connect(record, weak=False)
+    try:
+        both(cluster, graph_of(tmp_path, PARENT))
+        text = FOREACH.replace("PARALLEL", "true")
+        both(cluster, graph_of(tmp_path, text), {"docs": ["a", "b", "c"]})
+    finally:
+        task_prerun.disconnect(record)
+    assert set(seen) == {
+        "research:research",
+        "research:research:child-finished",
+        "research:done",
+        "slow:wait",
+        "slow:write",
+        "fast:write",
+        "per-doc:each",
+        "per-doc:each:child-finished",
+        "summarise:check",
+        "summarise:done",
+    }, seen
