@@ -10,7 +10,8 @@ on. A pass looks only at runs past their deadline, and repairs precisely what is
 - a message committed to a run's outbox but not published (its worker died in between,
   broker other than the store's Redis) is published;
 - a foreach whose chunk was never sent, or whose items were lost, gets its missing items;
-- a parent whose child has finished but was never woken is woken;
+- a parent whose child (or one of its kids) has finished but was never woken is woken, and
+  kids committed but never created (their worker died) are created;
 - a concurrency key held by a finished run is handed on.
 
 Re-sending is always safe: every commit is fenced, so if the original message was only
@@ -49,7 +50,9 @@ class Repair:
     step: int
     node: str | None
     idle_s: float
-    action: str  # resent_step | published_outbox | resent_items | woke_parent | handed_on_key
+    # resent_step | published_outbox | resent_items | resent_join | woke_parent | created_kids
+    # | handed_on_key
+    action: str
 
 
 @dataclass
@@ -153,6 +156,8 @@ def _wake_parent(cluster: Cluster, snap: RunSnapshot, wait: Wait) -> str | None:
     child = cluster.store.load_run(wait.child)
     if child is not None and not child.status.finished:
         return None
+    if _queued(cluster):
+        return None  # its wake-up may be waiting on the queue: never duplicate a backlog
     graph = cluster.graphs.get(snap.graph_hash)
     cluster.publisher.send(snap.run_id, [cluster.publisher.step(snap, graph, tracked=False)])
     return "woke_parent"
@@ -160,7 +165,7 @@ def _wake_parent(cluster: Cluster, snap: RunSnapshot, wait: Wait) -> str | None:
 
 def _repair_kids(cluster: Cluster, snap: RunSnapshot, wait: Wait) -> str | None:
     """Create the open kids that were never created (a worker died after the commit), and wake a
-    parent whose kid has finished (its wake-up was lost)."""
+    parent whose kid has finished (its wake-up was lost, unless it may still be queued)."""
     store = cluster.store
     found = {key: store.load_run(f"{wait.child}.{key}") for key in wait.open}
     graph = cluster.graphs.get(snap.graph_hash)
@@ -168,7 +173,7 @@ def _repair_kids(cluster: Cluster, snap: RunSnapshot, wait: Wait) -> str | None:
     if missing:
         kids.create(cluster, graph, snap, wait, missing)
         return "created_kids"
-    if any(kid is not None and kid.status.finished for kid in found.values()):
+    if any(kid is not None and kid.status.finished for kid in found.values()) and not _queued(cluster):
         cluster.publisher.send(snap.run_id, [cluster.publisher.step(snap, graph, tracked=False)])
         return "woke_parent"
     return None
@@ -176,17 +181,23 @@ def _repair_kids(cluster: Cluster, snap: RunSnapshot, wait: Wait) -> str | None:
 
 def _resend_items(cluster: Cluster, snap: RunSnapshot, wait: Wait) -> str | None:
     """Send the current chunk's missing items again (with the join), when none can be in flight."""
-    store, broker = cluster.store, cluster.publisher.broker
+    store = cluster.store
     missing = store.missing_items(snap.run_id, wait.tag, wait.next, wait.upto)
     graph = cluster.graphs.get(snap.graph_hash)
     if not missing:  # every item has its record: the join was lost
         cluster.publisher.send(snap.run_id, [cluster.publisher.step(snap, graph, tracked=False)])
         return "resent_join"
-    queue = cluster.publisher.queue_of(graph, snap.node)
-    if broker is not None and broker.depths([queue])[queue] > 0:
+    if _queued(cluster, cluster.publisher.queue_of(graph, snap.node)):
         return None  # items may still be waiting on the queue: never duplicate a backlog
     dispatch.send_chunk(cluster, graph, snap, wait, only=set(missing))
     return "resent_items"
+
+
+def _queued(cluster: Cluster, queue: str | None = None) -> bool:
+    """Messages wait on `queue` (wake-ups go to the default one); False when the broker cannot
+    be looked at (RabbitMQ: what is missing is sent, and a duplicate changes nothing)."""
+    broker, queue = cluster.publisher.broker, queue or cluster.settings.queue
+    return broker is not None and broker.depths([queue])[queue] > 0
 
 
 def _pending_keys(cluster: Cluster) -> list[Repair]:

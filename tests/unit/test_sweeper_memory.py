@@ -9,15 +9,20 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from memory_cluster import LINEAR, NAP, MemoryCluster, child_graphs, statuses, submit
+from parallel_graphs import PARENT as PARALLEL_PARENT
+from parallel_graphs import folder
 
-from graphrunner import parse_graph
+from graphrunner import Graph, parse_graph
+from graphrunner.cluster import kids
 from graphrunner.cluster.messages import StepMessage
 from graphrunner.cluster.sweeper import Repair, SweepReport
 from graphrunner.engine import RunStatus
 from graphrunner.loading import load_graph
+from graphrunner.settings import Settings
 from graphrunner.store import Fence
 from graphrunner.store.memory_store import MemoryStore
 
@@ -160,3 +165,52 @@ def test_expired_runs_are_pruned() -> None:
         assert mc.client.sweep().pruned == 1
     finally:
         mc.close()
+
+
+def parallel_parent(tmp_path: Path) -> Graph:
+    """`research`: two branches (kids `slow` and `fast`) merged into the parent's state."""
+    path = folder(tmp_path) / "research.yaml"
+    path.write_text(PARALLEL_PARENT)
+    return load_graph(path, settings=Settings(graph_path=(tmp_path,)))
+
+
+def test_kids_never_created_are_created(
+    mc: MemoryCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lost: list[tuple[str, ...]] = []
+    create = kids.create
+
+    def dies_after_the_commit(*args: Any) -> None:  # the worker's first creation never happens
+        if not lost:
+            lost.append(tuple(args[4]))
+            return
+        create(*args)
+
+    monkeypatch.setattr(kids, "create", dies_after_the_commit)
+    run_id = mc.client.submit(parallel_parent(tmp_path)).id
+    mc.step()
+    assert lost == [("slow", "fast")] and mc.waiting() == []
+    assert mc.snap(run_id).wait["open"] == ["slow", "fast"]
+    report = sweep_overdue(mc, run_id)
+    assert actions(report) == [(run_id, "created_kids")]
+    assert {m.run_id for m in mc.waiting()} == {f"{run_id}.1.slow", f"{run_id}.1.fast"}
+    assert actions(sweep_overdue(mc, run_id)) == []  # both exist now: nothing is missing
+    mc.drive()
+    done = mc.snap(run_id)
+    assert done.status is RunStatus.COMPLETED and done.state["log"] == ["slow", "fast"]
+
+
+def test_a_parent_whose_kids_wake_up_was_lost_is_woken(mc: MemoryCluster, tmp_path: Path) -> None:
+    run_id = mc.client.submit(parallel_parent(tmp_path)).id
+    slow, fast = f"{run_id}.1.slow", f"{run_id}.1.fast"
+    mc.drive(until=lambda: mc.store.load_run(fast) is not None and mc.snap(fast).status.finished)
+    assert actions(sweep_overdue(mc, run_id)) == []  # `fast` finished, its wake-up is on the queue
+    mc.drive(until=lambda: mc.snap(slow).status.finished)
+    mc.store.queues[mc.settings.queue].clear()  # the wake-up of the last kid is lost
+    assert mc.snap(run_id).wait["open"] == ["slow"]
+    report = sweep_overdue(mc, run_id)
+    assert actions(report) == [(run_id, "woke_parent")]
+    assert mc.waiting() == [StepMessage(run_id=run_id, step=0, phase=mc.snap(run_id).phase)]
+    mc.drive()
+    done = mc.snap(run_id)
+    assert done.status is RunStatus.COMPLETED and done.state["log"] == ["slow", "fast"]
