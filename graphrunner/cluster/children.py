@@ -81,11 +81,19 @@ def join(snap: RunSnapshot, wait: Wait, child: RunSnapshot | None) -> Decision:
     """The child has woken its parent: go on with its outcome once it has finished."""
     if child is None:
         outcome = ChildOutcome("failed", error={"message": f"child run {wait.child} has vanished"})
-    elif not child.status.finished:
+        return Complete(outcome, wait.hook_round)
+    ended = outcome_of(snap, child)
+    if ended is None:
         return Idle()  # a stray wake-up: the child wakes the parent again when it finishes
-    elif child.capabilities != snap.capabilities:  # a run that took the child's id: never trusted
-        message = f"child run {wait.child} has capabilities {list(child.capabilities)}, not its parent's"
-        outcome = ChildOutcome("failed", error={"type": "permission_denied", "message": message})
-    else:
-        outcome = ChildOutcome(child.status.value, dict(child.state), child.output, child.error)
-    return Complete(outcome, wait.hook_round)
+    return Complete(ended, wait.hook_round)
+
+
+def outcome_of(snap: RunSnapshot, child: RunSnapshot) -> ChildOutcome | None:
+    """How the child run of the parent `snap` ended, or None while it runs. A child whose
+    capabilities are not its parent's (a run that took its id) is never trusted: it failed."""
+    if not child.status.finished:
+        return None
+    if child.capabilities != snap.capabilities:
+        message = f"child run {child.run_id} has capabilities {list(child.capabilities)}, not its parent's"
+        return ChildOutcome("failed", error={"type": "permission_denied", "message": message})
+    return ChildOutcome(child.status.value, dict(child.state), child.output, child.error)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graphrunner import engine
-from graphrunner.cluster.children import child_run_id, first
+from graphrunner.cluster.children import child_run_id, first, outcome_of
 from graphrunner.cluster.decisions import Complete, Decision, Idle, Suspend
 from graphrunner.cluster.graphs import GraphCache
 from graphrunner.cluster.operations import cancel
@@ -222,12 +222,7 @@ def _firsts(
 def _end(store: Store, snap: RunSnapshot, run_id: str) -> ChildOutcome | None:
     """How kid `run_id` ended, or None while it runs (or is not created yet)."""
     kid = store.load_run(run_id)
-    if kid is None or not kid.status.finished:
-        return None
-    if kid.capabilities != snap.capabilities:  # a run that took the kid's id: never trusted
-        message = f"child run {run_id} has capabilities {list(kid.capabilities)}, not its parent's"
-        return ChildOutcome("failed", error={"type": "permission_denied", "message": message})
-    return ChildOutcome(kid.status.value, dict(kid.state), kid.output, kid.error)
+    return None if kid is None else outcome_of(snap, kid)
 
 
 def _loaded(store: Store, snap: RunSnapshot, wait: Wait, keys: list[str]) -> dict[str, ChildOutcome]:

@@ -53,9 +53,8 @@ class RunSnapshot(BaseModel):
     # suspended: `phase` counts its suspensions (the commit fence), `wait` says what for
     phase: int = 0
     wait: dict[str, Any] | None = None
-    parent: dict[str, Any] | None = (
-        None  # {run_id, step, phase, graph_id, node} of the step that started this child run
-    )
+    # {run_id, step, phase, graph_id, node} of the step that started this child run
+    parent: dict[str, Any] | None = None
     children: tuple[str, ...] = ()
     concurrency_key: str | None = None  # at most one active run per key (DESIGN §3)
 
