@@ -243,7 +243,8 @@ class CompiledGraph:
         return child
 
     def split_child_values(self, values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Projected subgraph values as (inputs, state) by what this graph declares."""
-        inputs = {k: v for k, v in values.items() if k in self.spec.inputs and k not in self.spec.state}
-        state = {k: v for k, v in values.items() if k not in inputs}
+        """Projected subgraph values as (inputs, state) by what this graph declares: a declared
+        input gets its value, and so does a state field; a name declared as both gets it twice."""
+        inputs = {k: v for k, v in values.items() if k in self.spec.inputs}
+        state = {k: v for k, v in values.items() if k not in self.spec.inputs or k in self.spec.state}
         return inputs, state

@@ -97,6 +97,27 @@ def test_a_parallel_node_inside_foreach_children(cluster: Client, tmp_path: Path
     assert result.state["summaries"] == [["fast", "slow"], ["fast", "slow"]]
 
 
+def test_a_kid_field_declared_as_input_and_state_gets_the_value_in_both(
+    cluster: Client, tmp_path: Path
+) -> None:
+    (folder(tmp_path) / "echoes.yaml").write_text(
+        textwrap.dedent(
+            """
+            id: echoes
+            inputs: {query: {type: string}}
+            state: {query: {type: string, default: unset}, log: {type: list, default: [], reducer: append}}
+            config: {start: w}
+            nodes:
+              w: {type: gate, assign: {log: ["${inputs.query + '/' + state.query}"]}}
+            """
+        )
+    )
+    text = PARENT.replace("graph: slow,", "graph: echoes,").replace("graph: fast,", "graph: echoes,")
+    text = text.replace("slow_hits: hits, log: log, winner: winner", "log: log")
+    text = text.replace("fast_hits: hits, log: log, winner: winner", "log: log")
+    assert both(cluster, graph_of(tmp_path, text)).state["log"] == ["cats/cats", "cats/cats"]
+
+
 def test_cancelling_the_parent_cancels_its_kids(cluster: Client, tmp_path: Path) -> None:
     text = PARENT.replace("graph: slow,", "graph: forever,").replace("graph: fast,", "graph: forever,")
     text = text.replace("outputs: {slow_hits: hits, log: log, winner: winner}", "outputs: {}")

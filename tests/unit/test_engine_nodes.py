@@ -160,6 +160,32 @@ def test_subgraph_explicit_inputs_and_outputs(tmp_path: Path) -> None:
     assert result.state["secret"] == "p"  # outputs replace name matching
 
 
+def test_a_child_field_declared_as_input_and_state_gets_the_value_in_both(tmp_path: Path) -> None:
+    write_yaml(
+        tmp_path / "child.yaml",
+        """
+        id: t/both
+        inputs: {q: {type: string}}
+        state: {q: {type: string, default: unset}, out: {type: string}}
+        config: {start: w}
+        nodes:
+          w: {type: gate, assign: {out: "${inputs.q + '/' + state.q}"}}
+    """,
+    )
+    parent = write_yaml(
+        tmp_path / "parent.yaml",
+        """
+        id: t/parent
+        state: {q: {type: string, default: cats}, got: {type: string}}
+        config: {start: sub}
+        nodes:
+          sub: {type: subgraph, graph: t/both, inputs: {q: q}, outputs: {got: out}}
+    """,
+    )
+    result = load_graph(parent).invoke_sync()
+    assert (result.status, result.state["got"]) == ("completed", "cats/cats")
+
+
 def test_subgraph_two_levels_and_max_depth(tmp_path: Path) -> None:
     write_yaml(
         tmp_path / "leaf.yaml",
