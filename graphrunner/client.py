@@ -33,6 +33,15 @@ from graphrunner.store.query import TimeBound
 WAIT_SLICE_MS = 1000
 SETTLED = {RunStatus.PAUSED} | set(engine.RunStatus) - {RunStatus.PENDING, RunStatus.RUNNING}
 MOVING = {"ok", "retry", "sleeping", "swept", "admitted"}  # transcript records after which a run goes on
+WAITS = {  # what a suspended step waits for, by its wait's kind
+    "retry": "a retry backoff",
+    "timer": "a durable timer (a sleep or a poll)",
+    "restart": "its step to start again",
+    "foreach": "its foreach items",
+    "items": "its foreach items",
+    "child": "its child run",
+    "kids": "its child runs (branches or foreach children)",
+}
 
 
 class Client:
@@ -280,7 +289,17 @@ class RunHandle:
                 yield entry.record
             look = not entries or any(e.record.get("status") not in MOVING for e in entries)
             if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout(f"run {self.id} did not finish within {timeout:g}s")
+                raise WaitTimeout(f"run {self.id} did not finish within {timeout:g}s; {self._where()}")
+
+    def _where(self) -> str:
+        """Where the run is, for a wait that timed out: status, step, node and what it waits for."""
+        snap = self.client.store.load_run(self.id)
+        if snap is None:
+            return "it no longer exists"
+        where = f"it is {snap.status.value} at step {snap.step + 1}"
+        where += f" (node '{snap.node}')" if snap.node else ""
+        kind = (snap.wait or {}).get("kind")
+        return where + (f", waiting on {WAITS.get(kind, kind)}" if kind else "")
 
     def _settled(self) -> bool:
         """The run has finished or paused; raises `RunNotFound`."""

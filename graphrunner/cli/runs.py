@@ -150,7 +150,7 @@ def settle(
         for record in handle.follow(timeout):
             each(record)
     except WaitTimeout as exc:
-        raise WaitTimeout(f"{exc}; it keeps running: graphrunner wait {handle.id}") from None
+        raise WaitTimeout(f"{exc}; it goes on without you: graphrunner wait {handle.id}") from None
     return handle.result()
 
 

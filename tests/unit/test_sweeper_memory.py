@@ -21,6 +21,7 @@ from graphrunner.cluster import kids
 from graphrunner.cluster.messages import StepMessage
 from graphrunner.cluster.sweeper import Repair, SweepReport
 from graphrunner.engine import RunStatus
+from graphrunner.errors import WaitTimeout
 from graphrunner.loading import load_graph
 from graphrunner.settings import Settings
 from graphrunner.store import Fence
@@ -214,3 +215,18 @@ def test_a_parent_whose_kids_wake_up_was_lost_is_woken(mc: MemoryCluster, tmp_pa
     mc.drive()
     done = mc.snap(run_id)
     assert done.status is RunStatus.COMPLETED and done.state["log"] == ["slow", "fast"]
+
+
+def test_a_wait_that_times_out_says_where_the_run_is(mc: MemoryCluster) -> None:
+    """A stuck run's `WaitTimeout` names its status, step, node and what it waits on."""
+    linear = mc.client.submit(parse_graph(LINEAR, file="unit.yaml"))
+    mc.step()
+    with pytest.raises(WaitTimeout) as stuck:
+        linear.wait(timeout=0.2)
+    assert str(stuck.value) == (
+        f"run {linear.id} did not finish within 0.2s; it is running at step 2 (node 'second')"
+    )
+    napping = mc.client.submit(parse_graph(NAP, file="unit.yaml"))
+    mc.drive(until=lambda: mc.snap(napping.id).wait is not None)
+    with pytest.raises(WaitTimeout, match=r"at step 1 \(node 'nap'\), waiting on a durable timer"):
+        napping.wait(timeout=0.2)
