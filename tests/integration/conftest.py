@@ -7,12 +7,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import FAILED
 from worker_procs import process_env
 
 from graphrunner.embedded import EmbeddedRedis
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    """Mark a test whose call failed, so its fixtures can print what explains it at teardown."""
+    report: pytest.TestReport = yield
+    if report.when == "call" and report.failed:
+        item.stash[FAILED] = True
+    return report
 
 
 @pytest.fixture

@@ -8,6 +8,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+FAILED = pytest.StashKey[bool]()  # set on a test whose call failed (conftest), for fixtures that explain it
+
 
 def uid() -> str:
     """A short random suffix for graph ids, run ids and queues no other test uses."""

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from redis_cluster import RedisCluster
-from support import first_pid, uid
+from support import FAILED, first_pid, uid
 from worker_procs import WorkerProcess, process_env
 
 from graphrunner import load_graph
@@ -88,6 +88,13 @@ class Deployment:
                 self.started += 1
                 self.workers[i].wait_ready(timeout=60)
 
+    def log_tails(self, chars: int = 6000) -> str:
+        """The end of every worker's log."""
+        return "\n".join(
+            f"--- worker {w.name} (exit {w.process.poll()}): {w.log}\n{w.log.read_text(errors='replace')[-chars:]}"
+            for w in self.workers
+        )
+
     def close(self) -> None:
         self.client.close()
         for worker in self.workers:
@@ -132,9 +139,11 @@ def _topology(request: pytest.FixtureRequest, name: str, redis_url: str) -> Topo
 
 
 @pytest.fixture
-def cluster(deployment: Deployment) -> Client:
+def cluster(deployment: Deployment, request: pytest.FixtureRequest) -> Iterator[Client]:
     deployment.replace_dead_workers()
-    return deployment.client
+    yield deployment.client
+    if request.node.stash.get(FAILED, False):  # the workers' side of a failure, in its report
+        print(deployment.log_tails())
 
 
 def graph_file(folder: Path, text: str) -> Path:
