@@ -118,6 +118,23 @@ def test_a_kid_field_declared_as_input_and_state_gets_the_value_in_both(
     assert both(cluster, graph_of(tmp_path, text)).state["log"] == ["cats/cats", "cats/cats"]
 
 
+def test_kids_nested_past_max_depth_fail_the_node(cluster: Client, tmp_path: Path) -> None:
+    text = """
+    id: rec
+    state: {log: {type: list, default: [], reducer: append}}
+    config: {start: split, max_depth: 2}
+    nodes:
+      split: {type: parallel, branches: {again: {graph: rec, outputs: {log: log}}}, next: done}
+      done: {type: return}
+    """
+    result = both(cluster, graph_of(tmp_path, text))
+    assert (result.status, result.error["type"]) == ("failed", "limit_exceeded")
+    assert result.error["message"].count("branch 'again' (graph 'rec') ended failed") == 3
+    assert result.error["message"].endswith(
+        "subgraph nesting deeper than max_depth 2 (this run is at depth 2)"
+    )
+
+
 def test_cancelling_the_parent_cancels_its_kids(cluster: Client, tmp_path: Path) -> None:
     text = PARENT.replace("graph: slow,", "graph: forever,").replace("graph: fast,", "graph: forever,")
     text = text.replace("outputs: {slow_hits: hits, log: log, winner: winner}", "outputs: {}")
