@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo lint typecheck test unit clean
+.PHONY: setup chromium demo lint typecheck test unit clean
 
 $(BIN)/graphrunner: pyproject.toml workers/example_tools/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,6 +13,17 @@ $(BIN)/graphrunner: pyproject.toml workers/example_tools/pyproject.toml
 	touch $@
 
 setup: $(BIN)/graphrunner          ## create .venv and install graphrunner with the dev extra
+
+chromium:                          ## Debian's chromium for the run explorer's browser tests (only `test` needs it)
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get install -y --no-install-recommends chromium || \
+	      { apt-get update && apt-get install -y --no-install-recommends chromium; }; \
+	  else \
+	    echo "error: /usr/bin/chromium is missing; the browser tests need it:" \
+	         "run 'sudo apt-get install -y --no-install-recommends chromium'" >&2; exit 1; \
+	  fi; \
+	fi
 
 demo: setup                        ## run the hello graph end to end
 	$(BIN)/graphrunner run graphs/hello.yaml -i name=Ada
@@ -28,7 +39,7 @@ typecheck: setup                   ## mypy, strict, on the package and the examp
 unit: setup                        ## the unit tests only (no Redis, no Celery)
 	$(BIN)/pytest tests/unit
 
-test: lint typecheck               ## everything CI runs: lint, types, the whole test suite
+test: lint typecheck chromium      ## everything CI runs: lint, types, the whole test suite
 	$(BIN)/pytest
 
 clean:

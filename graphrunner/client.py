@@ -27,10 +27,12 @@ from graphrunner.loading import load_graph
 from graphrunner.results import RunResult
 from graphrunner.runner.single import StepReport, single_step_sync
 from graphrunner.settings import Settings
-from graphrunner.store import RunPage, RunQuery, RunSummary
+from graphrunner.store import RunPage, RunQuery, RunSummary, StepEntry
 from graphrunner.store.query import TimeBound
+from graphrunner.streaming import Fold, ResultEvent, StateEvent, StepEvent, StreamEvent, carried, check_mode
 
 WAIT_SLICE_MS = 1000
+PIN_TRIES = 20  # mode `values` reads the state between two commits of a busy run this often
 SETTLED = {RunStatus.PAUSED} | set(engine.RunStatus) - {RunStatus.PENDING, RunStatus.RUNNING}
 MOVING = {"ok", "retry", "sleeping", "swept", "admitted"}  # transcript records after which a run goes on
 WAITS = {  # what a suspended step waits for, by its wait's kind
@@ -177,6 +179,12 @@ class Client:
         handle.snapshot()
         return handle
 
+    def stream(
+        self, run_id: str, mode: str = "updates", timeout: float | None = None
+    ) -> Iterator[StreamEvent]:
+        """The events of an existing run as they commit, then its result (see `RunHandle.stream`)."""
+        return self.run(run_id).stream(mode, timeout)
+
     def list_runs(
         self,
         graph_id: str | None = None,
@@ -276,17 +284,86 @@ class RunHandle:
         Blocks on the run's transcript stream; the run's status is read only at the start,
         after a record that may have ended it, and when nothing came for a second.
         """
+        for batch in self._batches("0-0", timeout):
+            for entry in batch:
+                yield entry.record
+
+    def stream(self, mode: str = "updates", timeout: float | None = None) -> Iterator[StreamEvent]:
+        """Yield the run's events as they commit, until it finishes or pauses; then its result.
+
+        `updates`: a `StepEvent` per transcript record, past and new, with the new values of
+        the keys it changed. `values`: a `StateEvent` (the state now: earlier records are not
+        replayed), then a `StepEvent` per new record with the whole state after it. The last
+        event is a `ResultEvent` (the `RunResult` of `wait`). The state is folded from the
+        values the records carry; it is read only for a value too large to be carried (one
+        read, while the stream keeps up with the run). `timeout` as `wait`'s (`WaitTimeout`).
+        Treat the mappings the events hold as read-only: later events share their values.
+        """
+        return self._stream(check_mode(mode) == "values", timeout)
+
+    def _stream(self, values: bool, timeout: float | None) -> Iterator[StreamEvent]:
+        """`stream`, its mode checked: `values` or `updates`."""
+        records: list[dict[str, Any]] = []
+        after, fold = "0-0", None
+        if values:
+            after, start = self._pin(records)
+            fold = Fold(None if start is None else dict(start.state))
+            if start is not None:
+                yield StateEvent.of(start)
+        for batch in self._batches(after, timeout):
+            for i, entry in enumerate(batch):
+                records.append(entry.record)
+                yield self._event(entry, at_head=i == len(batch) - 1, fold=fold)
+        yield ResultEvent(RunResult.from_snapshot(self.snapshot(), records))
+
+    def _event(self, entry: StepEntry, at_head: bool, fold: Fold | None) -> StepEvent:
+        """The event of one record; a value it lacks is read when no record came after it."""
+        updates, omitted = carried(entry.record)
+        read = None
+        if at_head and (omitted or (fold is not None and fold.base is None)):
+            read = self._state_after(entry.id)
+        if read is not None and omitted:
+            updates |= {k: read.state[k] for k in omitted if k in read.state}
+            omitted = tuple(k for k in omitted if k not in read.state)
+        state = fold.after(updates, omitted, read) if fold is not None else None
+        return StepEvent.of(self.id, entry.record, updates, omitted, state)
+
+    def _pin(self, records: list[dict[str, Any]]) -> tuple[str, RunSnapshot | None]:
+        """The id of the run's last record and the run right after it, for mode `values`
+        (the records up to it go to `records`); None for the run when it moved on every time."""
+        after, snap = "0-0", None
+        for _ in range(PIN_TRIES):
+            entries = self.client.store.steps(self.id, after)
+            records += [e.record for e in entries]
+            after = entries[-1].id if entries else after
+            snap = self._state_after(after)
+            if snap is not None:
+                return after, snap
+        return after, None
+
+    def _state_after(self, entry_id: str) -> RunSnapshot | None:
+        """The run as it was right after transcript record `entry_id` (`0-0`: before any), or
+        None when a record was committed after it (a commit writes its state and records at once)."""
+        snap = self.client.store.load_run(self.id)
+        if snap is None:
+            raise RunNotFound(f"no run with id {self.id!r}")
+        return None if self.client.store.steps(self.id, entry_id, count=1) else snap
+
+    def _batches(self, after: str, timeout: float | None) -> Iterator[list[StepEntry]]:
+        """The transcript entries after stream id `after`, as they are committed, until the run
+        settles: each batch is what one read found; `WaitTimeout` after `timeout` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        last, look = "0-0", True
+        last, look = after, True
         while True:
             if look and self._settled():
-                for entry in self.client.store.steps(self.id, last):
-                    yield entry.record
+                rest = self.client.store.steps(self.id, last)
+                if rest:
+                    yield rest
                 return
             entries = self.client.store.wait_steps(self.id, last, _slice(deadline))
-            for entry in entries:
-                last = entry.id
-                yield entry.record
+            if entries:
+                last = entries[-1].id
+                yield entries
             look = not entries or any(e.record.get("status") not in MOVING for e in entries)
             if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimeout(f"run {self.id} did not finish within {timeout:g}s; {self._where()}")

@@ -101,7 +101,11 @@ class ExpressionError(GraphrunnerError):
 
 
 class ToolError(GraphrunnerError):
-    """Raised by a tool: an action failed. `transient` errors are retried by default."""
+    """Raised by a tool: an action failed. `transient` errors are retried by default.
+
+    `traceback`: where the failure happened (e.g. in a Python tool's function), for the
+    transcript; None when the message says it all.
+    """
 
     def __init__(
         self,
@@ -110,9 +114,11 @@ class ToolError(GraphrunnerError):
         error_type: str | None = None,
         classification: str | None = None,
         transient: bool = False,
+        traceback: str | None = None,
     ) -> None:
         self.error_type = error_type or type(self).__name__
         self.classification = classification or ("transient" if transient else "permanent")
+        self.traceback = traceback
         super().__init__(message)
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,7 @@ from graphrunner.settings import Settings
 if TYPE_CHECKING:
     from graphrunner.results import RunResult
     from graphrunner.runner.local import StepObserver
+    from graphrunner.streaming import StreamEvent
     from graphrunner.tools import ToolRegistry
 
 
@@ -31,6 +32,12 @@ class Graph(CompiledGraph):
     def validate(self) -> ValidationReport:
         """The validation report (a loaded graph has no errors; warnings may remain)."""
         return self.report
+
+    def draw_mermaid(self, run: RunResult | None = None) -> str:
+        """The graph as a Mermaid flowchart, `run`'s path painted on it (more: `graphrunner.render`)."""
+        from graphrunner.render import render
+
+        return render(self, "mermaid", run=run)
 
     def subgraph(self, graph_id: str) -> CompiledGraph:
         """The child graph `graph_id` named by a subgraph node, loaded once from its file."""
@@ -64,3 +71,22 @@ class Graph(CompiledGraph):
     def invoke_sync(self, inputs: Mapping[str, Any] | None = None, **kwargs: Any) -> RunResult:
         """`invoke` for synchronous code (not from inside a running event loop)."""
         return asyncio.run(self.invoke(inputs, **kwargs))
+
+    def astream(
+        self, inputs: Mapping[str, Any] | None = None, *, mode: str = "updates", **kwargs: Any
+    ) -> AsyncIterator[StreamEvent]:
+        """Run the graph in this process, yielding its events as its steps complete, then a
+        `ResultEvent`: the events of `Client.stream` (`mode` `updates` or `values`); `kwargs` as
+        `invoke`'s (without `on_step`)."""
+        from graphrunner.runner.stream import astream
+        from graphrunner.streaming import check_mode
+
+        return astream(self, inputs, mode=check_mode(mode), **kwargs)
+
+    def stream(
+        self, inputs: Mapping[str, Any] | None = None, *, mode: str = "updates", **kwargs: Any
+    ) -> Iterator[StreamEvent]:
+        """`astream` for synchronous code (not from inside a running event loop)."""
+        from graphrunner.runner.stream import iterate
+
+        return iterate(self.astream(inputs, mode=mode, **kwargs))

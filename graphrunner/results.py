@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphrunner.engine import RunSnapshot
+from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import RUN_ERROR_CLASSES, NodeError, ReducerError, RunError
 
 
 @dataclass(frozen=True)
 class RunResult:
-    """The fields of DESIGN §5, plus the transcript and the final snapshot."""
+    """The fields of DESIGN §5, plus the transcript and the final snapshot; `message` is the pause
+    node's message while the run is paused (None otherwise)."""
 
     run_id: str
     graph_id: str
@@ -23,6 +24,7 @@ class RunResult:
     errors_suppressed: int
     errors: list[dict[str, Any]]
     error: dict[str, Any] | None
+    message: str | None = None
     steps: list[dict[str, Any]] = field(default_factory=list, repr=False)
     snapshot: RunSnapshot | None = field(default=None, repr=False, compare=False)
     exception: RunError | None = field(default=None, repr=False, compare=False)
@@ -46,6 +48,7 @@ class RunResult:
             errors_suppressed=len(snap.errors),
             errors=[dict(e) for e in snap.errors],
             error=snap.error,
+            message=snap.pause_message if snap.status is RunStatus.PAUSED else None,
             steps=steps or [],
             snapshot=snap,
             exception=exception,
@@ -57,8 +60,8 @@ class RunResult:
         return self.status in ("completed", "completed_with_errors")
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object of `run --json` (DESIGN §5)."""
-        return {
+        """The JSON object of `run --json` (DESIGN §5), with `message` when a paused run has one."""
+        result = {
             "run_id": self.run_id,
             "graph_id": self.graph_id,
             "status": self.status,
@@ -70,6 +73,9 @@ class RunResult:
             "errors": self.errors,
             "error": self.error,
         }
+        if self.message is not None:
+            result["message"] = self.message
+        return result
 
     def raise_for_error(self) -> RunResult:
         """Raise the run's error (`NodeError`, `ReducerError`, ...) with its state; else self."""

@@ -14,11 +14,13 @@ from graphrunner.cli.common import USAGE_ERROR, fail
 from graphrunner.cli.control import ping, purge
 from graphrunner.cli.flower import flower
 from graphrunner.cli.operator import cancel, queues, sweep
+from graphrunner.cli.render import render
 from graphrunner.cli.run import run
 from graphrunner.cli.runs import resume, state, status, steps, submit, wait, watch
 from graphrunner.cli.runs_list import list_runs
 from graphrunner.cli.schema import schema
 from graphrunner.cli.step import step
+from graphrunner.cli.ui import ui
 from graphrunner.cli.validate import validate
 from graphrunner.cli.worker import beat, worker
 from graphrunner.errors import ConfigurationError
@@ -58,6 +60,7 @@ main.add_command(steps)
 main.add_command(step)
 main.add_command(list_runs)
 main.add_command(validate)
+main.add_command(render)
 main.add_command(schema)
 main.add_command(worker)
 main.add_command(flower)
@@ -65,5 +68,6 @@ main.add_command(beat)
 main.add_command(queues)
 main.add_command(purge)
 main.add_command(ping)
+main.add_command(ui)
 
 __all__ = ["main"]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import math
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -74,18 +76,58 @@ def _not_json(name: str) -> Any:
 _TOO_DEEP = f"nested too deeply (inputs and state may nest {MAX_DEPTH} levels)"
 
 
-def _input_pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, Any]:
-    """Click callback: `-i k=v` options to a mapping (a later `k` wins)."""
-    pairs: dict[str, Any] = {}
+def _input_pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    """Click callback: `-i k=v` options to a mapping of text (a later `k` wins); typed by `merge_inputs`."""
+    pairs: dict[str, str] = {}
     for item in values:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r:.80}", ctx, param)
-        try:
-            pairs[key.strip()] = parse_value(raw)
-        except ValueError as exc:
-            raise click.BadParameter(f"{key.strip()}: {exc}", ctx, param) from None
+        pairs[key.strip()] = raw
     return pairs
+
+
+INTEGER = re.compile(r"^[+-]?\d+$")
+NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
+BOOLEANS = {"true": True, "false": False}  # any case: the graph file's `true`, `True`, `TRUE`
+EXPECTED = {"integer": "an integer", "number": "a finite number", "boolean": "true or false"}
+
+
+def coerce_input(name: str, text: str, declared: str | None) -> Any:
+    """The value of `-i name=text` for an input declared of type `declared` (None: not declared).
+
+    A string input takes the text as written; an integer, number or boolean input reads the
+    text as that type; any other input (list, object, any, not declared) takes the text parsed
+    as JSON when it parses, else the text. Raises `ValueError` naming the input and the type.
+    """
+    if declared == "string":
+        return text
+    if declared not in EXPECTED:
+        try:
+            return parse_value(text)
+        except ValueError as exc:
+            raise ValueError(f"input '{name}': {exc}") from None
+    value = _typed(text.strip(), declared)
+    if value is None:
+        raise ValueError(
+            f"input '{name}' is declared {declared}, and {text!r:.80} is not {EXPECTED[declared]}"
+        )
+    return value
+
+
+def _typed(text: str, declared: str) -> int | float | bool | None:
+    """`text` read as an integer, number or boolean; None when it is not one."""
+    if declared == "boolean":
+        return BOOLEANS.get(text.lower())
+    if INTEGER.match(text):
+        try:
+            return int(text)
+        except ValueError:  # more digits than Python reads
+            return None
+    if declared == "number" and NUMBER.match(text):
+        value = float(text)
+        return value if math.isfinite(value) else None
+    return None
 
 
 def json_object(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, Any]:
@@ -113,6 +155,14 @@ def _read_at_file(value: str, ctx: click.Context, param: click.Parameter) -> str
         raise click.BadParameter(f"cannot read {str(path)!r}: {reason}", ctx, param) from None
 
 
+INPUT_HELP = (
+    "One input, converted to its declared type: a string input takes VALUE as written "
+    "(-i name=42 is the text '42'); an integer, number or boolean input reads VALUE as that type "
+    "(true or false); a list, object or any input, or one not declared, takes VALUE as JSON when "
+    "it parses, else as text. Repeatable; wins over --inputs."
+)
+
+
 def input_options(func: F) -> F:
     """Add `-i/--input k=v` (as `input_pairs`) and `--inputs JSON|@file` (as `inputs_json`)."""
     func = click.option(
@@ -120,7 +170,7 @@ def input_options(func: F) -> F:
         "inputs_json",
         metavar="JSON|@FILE",
         callback=json_object,
-        help="Inputs as a JSON object, or @path to a JSON file.",
+        help="Inputs as a JSON object, or @path to a JSON file; its values are taken as they are.",
     )(func)
     return click.option(
         "-i",
@@ -129,14 +179,23 @@ def input_options(func: F) -> F:
         multiple=True,
         metavar="KEY=VALUE",
         callback=_input_pairs,
-        help="One input; VALUE is parsed as JSON when it parses, else kept as text. "
-        "Repeatable; wins over --inputs.",
+        help=INPUT_HELP,
     )(func)
 
 
-def merge_inputs(inputs_json: dict[str, Any], input_pairs: dict[str, Any]) -> dict[str, Any]:
-    """`--inputs` overlaid with the `-i` pairs."""
-    return {**inputs_json, **input_pairs}
+def merge_inputs(inputs_json: dict[str, Any], input_pairs: Mapping[str, str], graph: Graph) -> dict[str, Any]:
+    """`--inputs` overlaid with the `-i` pairs, each converted to the type `graph` declares for it.
+
+    A pair that does not read as its type is a usage error (exit 2) naming the input and the type.
+    """
+    declared = {name: fld.type for name, fld in graph.spec.inputs.items()}
+    typed = {}
+    for name, text in input_pairs.items():
+        try:
+            typed[name] = coerce_input(name, text, declared.get(name))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="'-i' / '--input'") from None
+    return {**inputs_json, **typed}
 
 
 def open_graph(ref: str, settings: Settings) -> Graph:

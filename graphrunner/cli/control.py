@@ -20,7 +20,7 @@ from graphrunner.cli.connect import cluster_client, reported_errors
     show_default=True,
     help="Seconds to wait.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print {answered: [WORKER...], missing: [WORKER...]}.")
 def ping(local: bool, workers: tuple[str, ...], timeout: float, as_json: bool) -> None:
     """Ping workers over the broker; exit 0 when every worker asked answered (any, without names).
 
@@ -53,7 +53,7 @@ def ping(local: bool, workers: tuple[str, ...], timeout: float, as_json: bool) -
     help="Purge this queue (repeatable; default: GRAPHRUNNER_QUEUE).",
 )
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print {purged: {QUEUE: messages dropped}}.")
 def purge(queues: tuple[str, ...], yes: bool, as_json: bool) -> None:
     """Drop the messages waiting on a queue (asks first; --yes does not).
 

@@ -9,12 +9,10 @@ import click
 from graphrunner.cli.common import print_json
 from graphrunner.cli.connect import cluster_client, reported_errors
 
-json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-
 
 @click.command("cancel")
 @click.argument("run_id", metavar="RUN")
-@json_option
+@click.option("--json", "as_json", is_flag=True, help='Print {"run_id": RUN, "status": STATUS}.')
 def cancel(run_id: str, as_json: bool) -> None:
     """Cancel RUN (and its active child runs) at the next step boundary.
 
@@ -36,7 +34,12 @@ def cancel(run_id: str, as_json: bool) -> None:
 
 
 @click.command("sweep")
-@json_option
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print {checked, repaired: [{run_id, step, node, idle_s, action}], pruned, skipped}.",
+)
 def sweep(as_json: bool) -> None:
     """One pass of the sweeper now: send again the work of runs whose work was lost.
 
@@ -74,7 +77,13 @@ def sweep(as_json: bool) -> None:
     metavar="N",
     help="Show the newest N dead letters.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print {queues: {QUEUE: waiting}, held_by_workers, timers, dead_letters, last_sweep_s, "
+    "dead: [{reason, task, queue, at, body, headers}]}.",
+)
 def queues(queues: tuple[str, ...], dead: int, as_json: bool) -> None:
     """Messages waiting on each queue, held by workers, armed as timers; dead letters; the last sweep.
 

@@ -1,9 +1,12 @@
-"""Progress lines for stderr: `[graph:ID] step N <node> ✓ 12ms (+summary, meta)`."""
+"""Progress lines for stderr: `[graph:ID] step N <node> ✓ 12ms (+summary, meta)`; JSON lines."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
+
+from graphrunner.text import SURROGATE
 
 SYMBOLS = {
     "ok": "✓",
@@ -49,7 +52,15 @@ def format_step(graph_id: str, record: Mapping[str, Any]) -> str:
     error = record.get("error")
     if error:
         line += f" — {shorten(error_message(error))}"
+    elif record.get("message"):  # a pause node's message
+        line += f" — {shorten(str(record['message']))}"
     return line
+
+
+def json_line(data: Any) -> str:
+    """`data` as JSON on one line (escaped where UTF-8 cannot write a string as it is)."""
+    text = json.dumps(data, default=str, ensure_ascii=False)
+    return json.dumps(data, default=str) if SURROGATE.search(text) else text
 
 
 def format_duration(ms: Any) -> str:

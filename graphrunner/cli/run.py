@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from graphrunner.runner.local import StepObserver
 
 F = TypeVar("F", bound=Callable[..., Any])
+STEP_LOGGERS = ("graphrunner.worker.steps",)  # a worker's failed steps (cluster.executor)
 
 
 def capability_option(func: F) -> F:
@@ -50,6 +52,16 @@ def capability_option(func: F) -> F:
         help="A capability of the run: an fnmatch pattern over tool:NAME, tool:python:MODULE.FN or "
         "graph:ID, or in Rye's format rye.execute.tool.DOTTED.ID. Repeatable; without it the run gets "
         "GRAPHRUNNER_DEFAULT_CAPABILITIES ('*' when unset).",
+    )(func)
+
+
+def traceback_option(func: F) -> F:
+    """Add `--traceback` (as `tracebacks`)."""
+    return click.option(
+        "--traceback",
+        "tracebacks",
+        is_flag=True,
+        help="Print the traceback of each failed step (a Python tool's exception) under its progress line.",
     )(func)
 
 
@@ -79,6 +91,7 @@ def chosen(capabilities: Sequence[str]) -> list[str] | None:
     help="Run in this process with the in-process runner: no Redis, no Celery, nothing stored.",
 )
 @capability_option
+@traceback_option
 def run(
     graph_ref: str,
     input_pairs: dict[str, Any],
@@ -88,6 +101,7 @@ def run(
     local: bool,
     in_process: bool,
     capabilities: tuple[str, ...],
+    tracebacks: bool,
 ) -> None:
     """Run a graph to the end and print its result.
 
@@ -97,7 +111,13 @@ def run(
     and Celery altogether.
 
     Progress lines go to stderr (GRAPHRUNNER_QUIET=1 silences them); stdout carries only the result.
-    Exit 0 completed (with or without suppressed errors), 1 failed, cancelled or timed out,
+    A failed run's summary ends with the traceback of its error when it has one (a Python tool's
+    exception); --traceback also prints the traceback of every failed step under its progress line.
+    With GRAPHRUNNER_REDIS_URL set, a run no worker takes is pointed out on stderr after a few
+    seconds (naming the queue), and waited for all the same.
+
+    Exit 0 completed (with or without suppressed errors), 1 failed, cancelled, timed out or
+    paused (a pause node: the summary shows its message; `graphrunner resume RUN` goes on),
     2 invalid graph or inputs. On SIGINT (Ctrl-C), SIGTERM or SIGHUP, what the command started
     (the embedded Redis and its directory, the worker) is stopped and removed, and it exits
     128 + the signal number: 130, 143 or 129.
@@ -105,15 +125,23 @@ def run(
     if local and in_process:
         fail("--local and --in-process cannot be combined", USAGE_ERROR)
     settings = load_settings()
-    inputs = merge_inputs(inputs_json, input_pairs)
     caps = chosen(capabilities)
     with exit_on_signals():
         graph = open_graph(graph_ref, settings)
+        inputs = merge_inputs(inputs_json, input_pairs, graph)
         if in_process:
-            observer = None if settings.quiet else progress_printer()
+            observer = None if settings.quiet else progress_printer(tracebacks)
             result = execute(graph, inputs, observer, timeout, caps)
         else:
-            result = run_on_cluster(graph, inputs, settings, local=local, timeout=timeout, capabilities=caps)
+            result = run_on_cluster(
+                graph,
+                inputs,
+                settings,
+                local=local,
+                timeout=timeout,
+                capabilities=caps,
+                tracebacks=tracebacks,
+            )
     print_settled(result, as_json)
 
 
@@ -134,23 +162,44 @@ def run_on_cluster(
     local: bool,
     timeout: float | None,
     capabilities: Sequence[str] | None = None,
+    tracebacks: bool = False,
 ) -> RunResult:
-    """Submit the run, print its progress until it settles, and return its result."""
-    from graphrunner.cli.session import run_session  # Celery and redis-py: only for this path
+    """Submit the run, print its progress until it settles, and return its result.
 
-    with reported_errors(), run_session(settings, graph, local=local) as session:
+    The worker this command may run (embedded, or --local) logs no failed steps: the progress
+    lines show them. Without one, a run no worker takes is pointed out (`no_worker_warning`).
+    """
+    from graphrunner.cli.consumers import no_worker_warning
+    from graphrunner.cli.session import muted, run_session  # Celery and redis-py: only for this path
+
+    with reported_errors(), muted(STEP_LOGGERS), run_session(settings, graph, local=local) as session:
         handle = session.client.submit(graph, inputs, capabilities=capabilities)
-        return await_result(handle, graph.id, timeout, quiet=settings.quiet, embedded=session.embedded)
+        lonely = not (session.embedded or local)
+        with no_worker_warning(session.client, handle.id) if lonely else nullcontext():
+            return await_result(
+                handle,
+                graph.id,
+                timeout,
+                quiet=settings.quiet,
+                embedded=session.embedded,
+                tracebacks=tracebacks,
+            )
 
 
 def await_result(
-    handle: RunHandle, graph_id: str, timeout: float | None, *, quiet: bool, embedded: bool
+    handle: RunHandle,
+    graph_id: str,
+    timeout: float | None,
+    *,
+    quiet: bool,
+    embedded: bool,
+    tracebacks: bool = False,
 ) -> RunResult:
     """Print one progress line on stderr per step until the run settles; then its result."""
     try:
         for record in handle.follow(timeout):
             if not quiet:
-                click.echo(format_step(graph_id, record), err=True)
+                click.echo(progress_line(graph_id, record, tracebacks), err=True)
     except WaitTimeout:
         fail(timed_out(handle.id, timeout, embedded), 1)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (cli.signals): say where the run is
@@ -217,13 +266,28 @@ def label(snapshot: RunSnapshot) -> str:
     return f"{snapshot.graph_id} {snapshot.run_id.split('.', 1)[1]}"
 
 
-def progress_printer() -> StepObserver:
-    """An `on_step` observer printing one progress line per step on stderr."""
+def progress_printer(tracebacks: bool = False) -> StepObserver:
+    """An `on_step` observer printing one progress line per step on stderr (`tracebacks`: and
+    the traceback of a failed step under its line)."""
 
     def observe(snapshot: RunSnapshot, record: dict[str, Any]) -> None:
-        click.echo(format_step(label(snapshot), record), err=True)
+        click.echo(progress_line(label(snapshot), record, tracebacks), err=True)
 
     return observe
+
+
+def progress_line(graph_id: str, record: Mapping[str, Any], tracebacks: bool = False) -> str:
+    """The progress line of a transcript record; with `tracebacks`, its error's traceback under it."""
+    line = format_step(graph_id, record)
+    error = record.get("error")
+    if tracebacks and isinstance(error, Mapping) and error.get("traceback"):
+        line += "\n" + indented(str(error["traceback"]))
+    return line
+
+
+def indented(text: str, prefix: str = "    ") -> str:
+    """`text` with every line indented by `prefix`."""
+    return "\n".join(prefix + line for line in text.splitlines())
 
 
 def human_summary(result: RunResult) -> str:
@@ -236,9 +300,20 @@ def human_summary(result: RunResult) -> str:
     ]
     if result.errors_suppressed:
         lines.append(f"suppressed errors: {result.errors_suppressed}")
+    lines += outcome_lines(result)
+    return "\n".join(lines)
+
+
+def outcome_lines(result: RunResult) -> list[str]:
+    """A paused run's `message:`; a failed run's `error:` and the traceback of that error, if any."""
+    lines = []
+    if result.status == "paused":
+        lines.append(f"message: {result.message}" if result.message else "message: (none)")
     if result.error:
         lines.append(f"error: {describe_error(result.error)}")
-    return "\n".join(lines)
+        if result.error.get("traceback"):
+            lines.append(indented(str(result.error["traceback"]), "  "))
+    return lines
 
 
 def describe_error(error: Mapping[str, Any]) -> str:

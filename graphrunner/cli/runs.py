@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from graphrunner.cli.common import (
+    USAGE_ERROR,
+    fail,
     input_options,
     json_object,
     merge_inputs,
@@ -16,8 +19,16 @@ from graphrunner.cli.common import (
     print_json,
 )
 from graphrunner.cli.connect import cluster_client, cluster_settings, reported_errors
-from graphrunner.cli.progress import format_step
-from graphrunner.cli.run import capability_option, chosen, describe_error, print_settled
+from graphrunner.cli.consumers import no_worker_warning
+from graphrunner.cli.progress import json_line
+from graphrunner.cli.run import (
+    capability_option,
+    chosen,
+    outcome_lines,
+    print_settled,
+    progress_line,
+    traceback_option,
+)
 from graphrunner.cli.runs_list import iso_time
 from graphrunner.errors import WaitTimeout
 
@@ -40,7 +51,9 @@ timeout_option = click.option(
 @click.option(
     "--run-id", metavar="ID", help="Your own run id; submitting the same id again starts no new run."
 )
-@click.option("--json", "as_json", is_flag=True, help='Print {"run_id": ...}.')
+@click.option(
+    "--json", "as_json", is_flag=True, help='Print {"run_id": ...} (with --wait: the result object).'
+)
 @capability_option
 @click.option(
     "--concurrency-key",
@@ -52,6 +65,18 @@ timeout_option = click.option(
     is_flag=True,
     help="With --concurrency-key: submit nothing (exit 1) instead of waiting when the key is held.",
 )
+@click.option(
+    "--wait",
+    "wait_for",
+    is_flag=True,
+    help="Wait for the run to settle and print its result, as `wait` does.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="S",
+    help="With --wait: give up waiting after S seconds (the run keeps going).",
+)
 def submit(
     graph_ref: str,
     input_pairs: dict[str, Any],
@@ -61,17 +86,25 @@ def submit(
     capabilities: tuple[str, ...],
     concurrency_key: str | None,
     refuse_if_busy: bool,
+    wait_for: bool,
+    timeout: float | None,
 ) -> None:
-    """Enqueue a run of GRAPH on the cluster and print its run id at once."""
+    """Enqueue a run of GRAPH on the cluster and print its run id at once.
+
+    With --wait, wait for the run to finish or pause instead and print its result (--json: the
+    result object of `run --json`), with the exit codes of `wait`.
+    """
     from graphrunner.cluster.runs import check_run_id
 
+    if timeout is not None and not wait_for:
+        fail("--timeout needs --wait (submit alone does not wait)", USAGE_ERROR)
     settings = cluster_settings()
     with reported_errors():
         if run_id is not None:
             check_run_id(run_id)
         graph = open_graph(graph_ref, settings)
         with cluster_client(settings) as client:
-            inputs = merge_inputs(inputs_json, input_pairs)
+            inputs = merge_inputs(inputs_json, input_pairs, graph)
             handle = client.submit(
                 graph,
                 inputs,
@@ -80,6 +113,9 @@ def submit(
                 concurrency_key=concurrency_key,
                 when_busy="refuse" if refuse_if_busy else "queue",
             )
+            result = settle(client, handle.id, timeout, lambda _: None) if wait_for else None
+    if result is not None:
+        print_settled(result, as_json)
     if as_json:
         print_json({"run_id": handle.id})
     else:
@@ -102,7 +138,8 @@ def status(run_id: str, as_json: bool) -> None:
 
 
 def status_lines(result: RunResult, fields: dict[str, str]) -> str:
-    """`run:`, `graph:`, `status:`, `node:`, `steps:`, `path:`, times and the error, one per line."""
+    """`run:`, `graph:`, `status:`, `node:`, `steps:`, `path:`, times, one per line; then a paused
+    run's `message:`, or the `error:` and its traceback."""
     node = result.snapshot.node if result.snapshot is not None else None
     lines = [f"run: {result.run_id}", f"graph: {result.graph_id}", f"status: {result.status}"]
     if node and result.status in ("pending", "running", "paused"):
@@ -113,8 +150,7 @@ def status_lines(result: RunResult, fields: dict[str, str]) -> str:
             lines.append(f"{name}: {iso_time(int(fields[f'{name}_at']))}")
     if result.errors_suppressed:
         lines.append(f"suppressed errors: {result.errors_suppressed}")
-    if result.error:
-        lines.append(f"error: {describe_error(result.error)}")
+    lines += outcome_lines(result)
     return "\n".join(lines)
 
 
@@ -123,7 +159,11 @@ def status_lines(result: RunResult, fields: dict[str, str]) -> str:
 @timeout_option
 @json_option
 def wait(run_id: str, timeout: float | None, as_json: bool) -> None:
-    """Block until a run finishes or pauses, then print its result (exit codes as `run`)."""
+    """Block until a run finishes or pauses, then print its result (exit codes as `run`).
+
+    Exits 0 when the run completed, 1 when it failed, was cancelled, paused (the result shows the
+    pause node's message; `graphrunner resume RUN` goes on) or --timeout ran out.
+    """
     with reported_errors(), cluster_client() as client:
         result = settle(client, run_id, timeout, lambda _: None)
     print_settled(result, as_json)
@@ -132,25 +172,58 @@ def wait(run_id: str, timeout: float | None, as_json: bool) -> None:
 @click.command("watch")
 @click.argument("run_id", metavar="RUN")
 @timeout_option
-def watch(run_id: str, timeout: float | None) -> None:
-    """Stream a run's steps, past and new, as progress lines on stdout; then its final status."""
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON lines instead: one object per transcript record as it commits, "
+    '{"event": "step", "step", "node", "status", ..., "updates": {key: new value}}, '
+    'then {"event": "result", ...} with the fields of `status --json`.',
+)
+@traceback_option
+def watch(run_id: str, timeout: float | None, as_json: bool, tracebacks: bool) -> None:
+    """Stream a run's steps, past and new, as progress lines on stdout; then its final status.
+
+    Exits 0 when the run completed, 1 when it failed, was cancelled, paused or --timeout ran out.
+    """
+    from graphrunner.streaming import ResultEvent, StepEvent
+
     with reported_errors(), cluster_client() as client:
-        graph_id = client.run(run_id).snapshot().graph_id
-        result = settle(client, run_id, timeout, lambda r: click.echo(format_step(graph_id, r)))
-    click.echo(f"run {result.run_id} {result.status} ({plural(result.step_count, 'step')})")
+        handle = client.run(run_id)
+        graph_id = handle.snapshot().graph_id
+        with going_on(run_id), no_worker_warning(client, handle.id):
+            for event in handle.stream("updates", timeout):
+                if as_json:
+                    click.echo(json_line(event.to_dict()))
+                elif isinstance(event, StepEvent):
+                    click.echo(progress_line(graph_id, event.record, tracebacks))
+    assert isinstance(event, ResultEvent)  # a stream's last event
+    result = event.result
+    if not as_json:
+        click.echo(f"run {result.run_id} {result.status} ({plural(result.step_count, 'step')})")
     raise click.exceptions.Exit(0 if result.ok else 1)
+
+
+@contextmanager
+def going_on(run_id: str) -> Iterator[None]:
+    """`WaitTimeout` says the run goes on, and how to wait for it again."""
+    try:
+        yield
+    except WaitTimeout as exc:
+        raise WaitTimeout(f"{exc}; it goes on without you: graphrunner wait {run_id}") from None
 
 
 def settle(
     client: Client, run_id: str, timeout: float | None, each: Callable[[dict[str, Any]], None]
 ) -> RunResult:
-    """Follow the run until it settles, calling `each` on every record; `WaitTimeout` names the run."""
+    """Follow the run until it settles, calling `each` on every record; `WaitTimeout` names the run.
+
+    A run no worker takes is pointed out on stderr after a few seconds (`no_worker_warning`).
+    """
     handle = client.run(run_id)
-    try:
+    with going_on(handle.id), no_worker_warning(client, handle.id):
         for record in handle.follow(timeout):
             each(record)
-    except WaitTimeout as exc:
-        raise WaitTimeout(f"{exc}; it goes on without you: graphrunner wait {handle.id}") from None
     return handle.result()
 
 
@@ -192,6 +265,8 @@ def resume(
     changes nothing for it) unless --upgrade or --graph re-pins it; its current node
     must exist in the new version. A running run can be resumed only when it has made
     no progress for GRAPHRUNNER_STALL_AFTER seconds.
+
+    --json prints {"run_id": RUN, "status": STATUS}; with --wait, the result object of `run --json`.
     """
     with reported_errors(), cluster_client() as client:
         target = graph_ref or (client.run(run_id).snapshot().graph_id if upgrade else None)
@@ -208,8 +283,9 @@ def resume(
 
 @click.command("state")
 @click.argument("run_id", metavar="RUN")
-def state(run_id: str) -> None:
-    """Print a run's current state as JSON."""
+@click.option("--json", "as_json", is_flag=True, help="Accepted for every command: the state is JSON anyway.")
+def state(run_id: str, as_json: bool) -> None:
+    """Print a run's current state as JSON: one object, field to value (with or without --json)."""
     with reported_errors(), cluster_client() as client:
         data = client.run(run_id).state()
     print_json(data)
@@ -218,8 +294,14 @@ def state(run_id: str) -> None:
 @click.command("steps")
 @click.argument("run_id", metavar="RUN")
 @json_option
-def steps(run_id: str, as_json: bool) -> None:
-    """Print a run's transcript: one progress line per step (--json: the records)."""
+@traceback_option
+def steps(run_id: str, as_json: bool, tracebacks: bool) -> None:
+    """Print a run's transcript: one progress line per step.
+
+    --json prints the transcript records as a list, each {step, node, status, ...}; a failed
+    step's `error` has a `traceback` when there is one (a Python tool's exception: the function's
+    frames, at most the last 30 frames and 8192 characters), a paused step a `message`.
+    """
     with reported_errors(), cluster_client() as client:
         handle = client.run(run_id)
         records, graph_id = handle.steps(), handle.snapshot().graph_id
@@ -227,4 +309,4 @@ def steps(run_id: str, as_json: bool) -> None:
         print_json(records)
         return
     for record in records:
-        click.echo(format_step(graph_id, record))
+        click.echo(progress_line(graph_id, record, tracebacks))

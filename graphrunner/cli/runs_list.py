@@ -74,7 +74,12 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
 )
 @click.option("--cursor", metavar="C", help="Start where a previous page ended (printed on stderr).")
 @click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip the N newest matching runs.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of runs.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a JSON list of runs: [{run_id, graph_id, status, step_count, created_at, updated_at}].",
+)
 def list_runs(
     graph_id: str | None,
     status: str | None,

@@ -1,4 +1,4 @@
-"""`graphrunner schema [--output FILE]`: the JSON Schema of graph files."""
+"""`graphrunner schema [--output FILE] [--json]`: the JSON Schema of graph files."""
 
 from __future__ import annotations
 
@@ -17,8 +17,11 @@ from graphrunner.cli.common import fail
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the schema to FILE instead of stdout.",
 )
-def schema(output: Path | None) -> None:
-    """Print the JSON Schema (draft 2020-12) of graph files."""
+@click.option(
+    "--json", "as_json", is_flag=True, help="Accepted for every command: the schema is JSON anyway."
+)
+def schema(output: Path | None, as_json: bool) -> None:
+    """Print the JSON Schema (draft 2020-12) of graph files (with or without --json)."""
     from graphrunner.schema_export import graph_json_schema  # the graph model: not needed for --help
 
     text = json.dumps(graph_json_schema(), indent=2, ensure_ascii=False)

@@ -57,7 +57,7 @@ def step(
     graph_ref: str,
     node: str,
     state_json: dict[str, Any],
-    input_pairs: dict[str, Any],
+    input_pairs: dict[str, str],
     inputs_json: dict[str, Any],
     as_json: bool,
 ) -> None:
@@ -76,7 +76,7 @@ def step(
     """
     settings = load_settings()
     graph = open_graph(graph_ref, settings)
-    report = take_step(graph, node, state_json, merge_inputs(inputs_json, input_pairs), settings)
+    report = take_step(graph, node, state_json, merge_inputs(inputs_json, input_pairs, graph), settings)
     if not settings.quiet:
         for record in report.steps:
             click.echo(format_step(graph.id, record), err=True)

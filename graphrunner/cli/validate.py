@@ -23,7 +23,13 @@ class Checked:
 
 @click.command("validate")
 @click.argument("graphs", nargs=-1, required=True, metavar="GRAPH...")
-@click.option("--json", "as_json", is_flag=True, help="Print the report(s) as JSON.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the report {valid, graph_id, file, errors, warnings, node_count}, each issue "
+    "{code, message, node, location, file, line}; a list of reports for several graphs.",
+)
 @click.option(
     "--env", "check_env", is_flag=True, help="Also report env_requires missing from the environment."
 )

@@ -33,6 +33,10 @@ def worker(celery_args: tuple[str, ...]) -> None:
     at sweeping. GRAPHRUNNER_WORKER_CONFIG names the team's worker configuration (a .py file or a
     module: its tools and deployment hooks). SIGTERM is a warm shutdown: no new steps are taken and
     the steps in flight finish. Settings that cannot work are refused before it starts.
+
+    It logs at WARNING unless told otherwise (Celery's line per task is INFO): a failed step is
+    one WARNING line with the run id, step, node and error; `--loglevel INFO` adds the step's
+    traceback, when it has one (also kept in the transcript: `graphrunner steps RUN --traceback`).
     """
     if "-h" in celery_args or "--help" in celery_args:
         _help_with_celery_options()
@@ -51,6 +55,7 @@ def worker(celery_args: tuple[str, ...]) -> None:
         runtime.close()
         fail(str(exc), USAGE_ERROR)
     try:
+        # WARNING by default: failed steps, not Celery's line per task; a later --loglevel wins
         runtime.app.worker_main(["worker", "--loglevel=WARNING", *celery_args])
     finally:
         runtime.close()

@@ -1,4 +1,4 @@
-"""Celery's remote control, for operators: ping workers, purge queues."""
+"""Celery's remote control, for operators: ping workers, ask who consumes a queue, purge queues."""
 
 from __future__ import annotations
 
@@ -24,6 +24,21 @@ def ping(app: Celery, workers: Sequence[str] = (), timeout: float = 5.0) -> list
     destination = list(workers) or None
     replies = app.control.ping(destination=destination, timeout=timeout, limit=len(workers) or None)
     return sorted(name for reply in replies or [] for name in reply)
+
+
+def consumers(app: Celery, queue: str, timeout: float = 2.0) -> list[str] | None:
+    """The workers that consume `queue`, of those that said within `timeout` seconds which
+    queues they consume; None when no worker answered at all.
+
+    Every worker is asked and the call waits the whole `timeout`. A worker answers while its
+    steps run (its pool runs them), unless it runs them in its main thread (`--pool solo`).
+    """
+    replies = app.control.inspect(timeout=timeout).active_queues()
+    if not replies:
+        return None
+    return sorted(
+        name for name, queues in replies.items() if any(q.get("name") == queue for q in queues or ())
+    )
 
 
 def purge(app: Celery, queues: Sequence[str]) -> dict[str, int]:

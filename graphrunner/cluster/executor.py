@@ -46,8 +46,13 @@ from graphrunner.services.records import (
     worker_name,
 )
 from graphrunner.store import Fence
+from graphrunner.tracebacks import format_traceback
 
 log = logging.getLogger("graphrunner.worker")
+# failed steps, one WARNING line each (their tracebacks at INFO): `graphrunner run` silences this
+# logger for the worker it runs in its own process, whose progress lines already show the errors
+step_log = logging.getLogger("graphrunner.worker.steps")
+MAX_LOGGED_MESSAGE = 1000
 # requeue the message: never a run's fault. A broker away (RabbitMQ restarting) when a committed
 # step publishes what follows (then the run's outbox keeps it), or when a suspended step sends its
 # foreach chunk or child run (then the sweeper sends them), must not fail the run.
@@ -166,7 +171,8 @@ class StepExecutor:
             return Handled("stale", msg.run_id, msg.step)
         where = f"node '{snap.node}'" if snap.node else "the run"
         message = f"{where} failed unexpectedly on worker {worker_name()}: {type(exc).__name__}: {exc}"
-        self._fail(snap, _error(snap, "node_exception", message[:2000]))
+        traceback = format_traceback(exc, user_frames=False)
+        self._fail(snap, _error(snap, "node_exception", message[:2000], traceback))
         return Handled("failed_unexpectedly", msg.run_id, msg.step)
 
     # -- deciding ------------------------------------------------------------------------------------
@@ -317,6 +323,8 @@ class StepExecutor:
         if self._commit(snap, final, records, walked, self.cluster.following(final, graph)) is None:
             log.info("step %s of run %s was already committed; duplicate dropped", plan.step, snap.run_id)
             return "duplicate"
+        if result.event.error is not None:
+            log_failed_step(snap.run_id, result.event.error, final.status.value)
         await self.services.after(graph, plan, replace(result, snapshot=final))
         if final.status.finished and final.concurrency_key:
             operations.hand_on(self.cluster, final)
@@ -400,7 +408,7 @@ class StepExecutor:
         record = FailedRecord(step=error["step"], node=error["node"], error=error, worker=worker_name())
         if self._commit(snap, final, [record], outs=self.cluster.following(final, None)) is None:
             return None
-        log.warning("run %s failed: %s", snap.run_id, error["message"])
+        log_failed_step(snap.run_id, error, final.status.value)
         if final.concurrency_key:
             operations.hand_on(self.cluster, final)
         return final
@@ -415,9 +423,10 @@ def infrastructure(exc: Exception) -> bool:
     return kombu is not None and isinstance(exc, kombu.OperationalError)
 
 
-def _error(snap: RunSnapshot, kind: str, message: str) -> dict[str, Any]:
-    """A run's `error` at the step after `snap`."""
-    return {"type": kind, "message": message, "node": snap.node, "step": snap.step + 1}
+def _error(snap: RunSnapshot, kind: str, message: str, traceback: str | None = None) -> dict[str, Any]:
+    """A run's `error` at the step after `snap` (with `traceback` when there is one)."""
+    error = {"type": kind, "message": message, "node": snap.node, "step": snap.step + 1}
+    return error if traceback is None else {**error, "traceback": traceback}
 
 
 def _wait_records(plan: StepPlan, deferred: Deferred) -> list[AnyRecord]:
@@ -430,3 +439,19 @@ def _wait_records(plan: StepPlan, deferred: Deferred) -> list[AnyRecord]:
             SleepRecord(step=plan.step, node=plan.node, sleep_s=deferred.delay, at=at, worker=worker)
         )
     return records
+
+
+def log_failed_step(run_id: str, error: dict[str, Any], status: str) -> None:
+    """One WARNING line for a failed step (run, step, node, error, what became of the run); its
+    traceback, when it has one, at INFO."""
+    node = f" node '{error['node']}'" if error.get("node") else ""
+    where = f"run {run_id} step {error.get('step')}{node}"
+    message = " ".join(str(error.get("message", "")).split())  # one line, whatever the error says
+    if len(message) > MAX_LOGGED_MESSAGE:
+        message = message[: MAX_LOGGED_MESSAGE - 1] + "…"
+    traceback = error.get("traceback")
+    more = f" (traceback: graphrunner steps {run_id} --traceback)" if traceback else ""
+    outcome = "the run goes on" if status == "running" else f"the run is {status}"
+    step_log.warning("%s failed (%s): %s: %s%s", where, outcome, error.get("type"), message, more)
+    if traceback:
+        step_log.info("%s failed here:\n%s", where, traceback)

@@ -19,6 +19,7 @@ from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome, ItemOut
 from graphrunner.model import RetryPolicy
 from graphrunner.services import Deferred, StepServices
 from graphrunner.tools import ToolContext
+from graphrunner.tracebacks import format_traceback
 
 if TYPE_CHECKING:
     from graphrunner.cluster.context import Cluster
@@ -69,8 +70,7 @@ def outcome_of(index: int, item: Any, record: dict[str, Any] | None) -> ItemOutc
         )
         return ItemOutcome(index, item, outcome)
     error = record.get("error") or {}
-    failure = ActionFailure(error.get("type", "permanent"), error.get("message", ""), error.get("error_type"))
-    return ItemOutcome(index, item, ActionOutcome(failure=failure, attempts=attempts))
+    return ItemOutcome(index, item, ActionOutcome(failure=ActionFailure.from_dict(error), attempts=attempts))
 
 
 class ItemRunner:
@@ -103,7 +103,9 @@ class ItemRunner:
             )
         except Exception as exc:  # a bug or a broken tool: the item fails, the worker goes on
             log.exception("item %s of run %s raised", msg.index, msg.run_id)
-            outcome = ActionOutcome(failure=ActionFailure("permanent", f"{type(exc).__name__}: {exc}"))
+            traceback = format_traceback(exc, user_frames=False)
+            failure = ActionFailure("permanent", f"{type(exc).__name__}: {exc}", traceback=traceback)
+            outcome = ActionOutcome(failure=failure)
         if isinstance(outcome, Deferred):
             self.publisher.send(msg.run_id, [self._later(msg, outcome, queue, shadow)])
             return

@@ -73,7 +73,7 @@ def hand_on(cluster: Cluster, snap: RunSnapshot) -> None:
         waiting = store.load_run(next_id)
         if waiting is not None and waiting.status is RunStatus.PENDING:
             started = waiting.model_copy(update={"status": RunStatus.RUNNING})
-            record = AdmitRecord(step=0, node=waiting.node, key=key, after=released)
+            record = AdmitRecord(step=waiting.step + 1, node=waiting.node, key=key, after=released)
             graph = cluster.graphs.get(started.graph_hash)
             if cluster.commit(Fence.of(waiting), started, [record], outs=cluster.following(started, graph)):
                 return
@@ -95,8 +95,12 @@ def cancel(cluster: Cluster, run_id: str, reason: str = "cancelled by request") 
         if snap.status.finished:
             raise CancelError(f"run {run_id} has already finished ({snap.status.value}); nothing to cancel")
         final = snap.model_copy(update={"status": RunStatus.CANCELLED, "wait": None})
-        record = CancelRecord(
-            step=snap.step, node=snap.node, from_=snap.status.value, reason=reason, at=utcnow().isoformat()
+        record = CancelRecord(  # about the step the run is at: the one it would take next
+            step=snap.step + 1,
+            node=snap.node,
+            from_=snap.status.value,
+            reason=reason,
+            at=utcnow().isoformat(),
         )
         if cluster.commit(Fence.of(snap), final, [record], outs=cluster.following(final, None)):
             break
@@ -147,7 +151,7 @@ def resume(
         update={"phase": snap.phase + 1, "wait": wait, "graph_hash": graph.content_hash}
     )
     record = ResumeRecord(
-        step=snap.step,
+        step=snap.step + 1,  # the step it goes on with, as a cancel or sleep record names it
         node=snap.node,
         from_=snap.status.value,
         changed_keys=sorted(patch or {}),

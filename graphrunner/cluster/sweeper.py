@@ -117,7 +117,7 @@ def _look_at(cluster: Cluster, run_id: str) -> Repair | None:
     store.touch(run_id, time.time() + stall_after)  # look again after another STALL_AFTER
     if action is None:
         return None
-    record = SweepRecord(step=snap.step, node=snap.node, action=action, idle_s=idle, phase=snap.phase)
+    record = SweepRecord(step=snap.step + 1, node=snap.node, action=action, idle_s=idle, phase=snap.phase)
     store.note(run_id, record.to_json())
     return Repair(run_id, snap.step, snap.node, idle, action)
 

@@ -12,15 +12,31 @@ CHILD_ERROR_TYPES = {"limit_exceeded": "LimitExceeded", "permission_denied": "Pe
 
 @dataclass(frozen=True)
 class ActionFailure:
-    """A classified action error: transient, timeout, permission_denied, validation, permanent."""
+    """A classified action error: transient, timeout, permission_denied, validation, permanent;
+    with the traceback of the exception behind it, when there is one worth keeping."""
 
     classification: str
     message: str
     error_type: str | None = None
+    traceback: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The error as recorded in state, transcript and results."""
-        return {"type": self.classification, "error_type": self.error_type, "message": self.message}
+    def to_dict(self, *, traceback: bool = True) -> dict[str, Any]:
+        """The error as recorded in transcript and results: `{type, error_type, message}`, and
+        `traceback` when there is one (`traceback=False`: never, for what goes into state)."""
+        error = {"type": self.classification, "error_type": self.error_type, "message": self.message}
+        if traceback and self.traceback:
+            error["traceback"] = self.traceback
+        return error
+
+    @classmethod
+    def from_dict(cls, error: dict[str, Any]) -> ActionFailure:
+        """The failure `to_dict` recorded (a missing type is `permanent`)."""
+        return cls(
+            error.get("type") or "permanent",
+            error.get("message", ""),
+            error.get("error_type"),
+            error.get("traceback"),
+        )
 
 
 @dataclass(frozen=True)
@@ -67,6 +83,7 @@ class ChildOutcome:
     output: Any = None
     error: dict[str, Any] | None = None
     control: Control | None = None
+    message: str | None = None  # a paused child's pause message
 
     @property
     def ok(self) -> bool:
@@ -83,6 +100,7 @@ class ChildOutcome:
             classification,
             f"{label} ended {self.status}: {error.get('message', 'no error recorded')}",
             CHILD_ERROR_TYPES.get(classification, "SubgraphFailed"),
+            error.get("traceback"),
         )
 
     def as_item(self, index: int, item: Any, label: str) -> ItemOutcome:

@@ -57,6 +57,7 @@ class RunSnapshot(BaseModel):
     parent: dict[str, Any] | None = None
     children: tuple[str, ...] = ()
     concurrency_key: str | None = None  # at most one active run per key (DESIGN §3)
+    pause_message: str | None = None  # the `message` of the pause node a paused run is parked at
 
     def run_namespace(self) -> dict[str, Any]:
         """The `run` expression namespace: id, graph id and the step being taken."""
@@ -76,3 +77,4 @@ class StepEvent(BaseModel):
     error: dict[str, Any] | None = None
     cache_hit: bool = False
     attempts: int = 1
+    message: str | None = None  # a pause node's `message` (a paused step)

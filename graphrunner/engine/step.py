@@ -323,6 +323,9 @@ def _return(s: _Step) -> StepResult:
 
 
 def _pause(s: _Step) -> StepResult:
+    """Park the run at the pause node; its `message` goes with the run and the step's record."""
+    spec = s.node.spec
+    assert isinstance(spec, PauseNode)
     try:
         update, merged = _merge(s, None, {})
     except RunError as exc:
@@ -333,6 +336,7 @@ def _pause(s: _Step) -> StepResult:
             "step": s.plan.step,
             "path": (*s.snap.path, s.node.name),
             "status": RunStatus.PAUSED,
+            "pause_message": spec.message,
         }
     )
     event = StepEvent(
@@ -340,6 +344,7 @@ def _pause(s: _Step) -> StepResult:
         node=s.node.name,
         status="paused",
         changed_keys=_changed(s.snap.state, merged, update),
+        message=spec.message,
     )
     return StepResult(snap, event, update)
 
@@ -359,6 +364,7 @@ def _after_foreach(s: _Step, outcome: ForeachOutcome) -> StepResult:
             f"{len(failed)} of {total} items failed (tolerated {spec.tolerated(total)}); "
             f"first, item {first.index}: {first.outcome.failure.message}",
             first.outcome.failure.error_type,
+            first.outcome.failure.traceback,
         )
         return _on_failure(s, failure, max(i.outcome.attempts for i in failed), outcome.control)
     results = [i.outcome.result for i in outcome.items if i.outcome.ok]
@@ -380,14 +386,15 @@ def _after_foreach(s: _Step, outcome: ForeachOutcome) -> StepResult:
 
 
 def _failure_dict(outcome: ActionOutcome) -> dict[str, Any]:
-    return outcome.failure.to_dict() if outcome.failure else {}
+    """An item's error as the foreach's `failed` list (in state) holds it: no traceback."""
+    return outcome.failure.to_dict(traceback=False) if outcome.failure else {}
 
 
 def _after_child(s: _Step, outcome: ChildOutcome) -> StepResult:
     spec = s.node.spec
     assert isinstance(spec, SubgraphNode)
     if outcome.status == RunStatus.PAUSED:  # in-process only: the cluster parks the parent instead
-        return _paused_on_child(s)
+        return _paused_on_child(s, outcome.message)
     if not outcome.ok:
         return _on_failure(s, outcome.failure(f"subgraph '{spec.graph}'"), 1, outcome.control)
     projected = _projected(s, spec.outputs, outcome)
@@ -410,8 +417,9 @@ def _after_parallel(s: _Step, outcome: ParallelOutcome) -> StepResult:
     the node; collect: the failures go to `errors_field`)."""
     spec = s.node.spec
     assert isinstance(spec, ParallelNode)
-    if any(b.child.status == RunStatus.PAUSED for b in outcome.branches):  # in-process only
-        return _paused_on_child(s)
+    paused = [b.child for b in outcome.branches if b.child.status == RunStatus.PAUSED]
+    if paused:  # in-process only
+        return _paused_on_child(s, paused[0].message)
     failed = [b for b in outcome.branches if not b.child.ok]
     if failed and spec.error_policy == "fail_fast":
         first = next((b for b in failed if b.name == outcome.failed_first), failed[0])
@@ -434,12 +442,19 @@ def _branch_error(child: ChildOutcome) -> dict[str, Any]:
     return {"type": error.get("type", child.status), "message": error.get("message", f"ended {child.status}")}
 
 
-def _paused_on_child(s: _Step) -> StepResult:
-    """The child run paused: the parent ends paused at the subgraph node, nothing assigned."""
+def _paused_on_child(s: _Step, message: str | None) -> StepResult:
+    """The child run paused: the parent ends paused at the subgraph node, nothing assigned, with
+    the child's pause `message`."""
     snap = s.snap.model_copy(
-        update={"step": s.plan.step, "path": (*s.snap.path, s.node.name), "status": RunStatus.PAUSED}
+        update={
+            "step": s.plan.step,
+            "path": (*s.snap.path, s.node.name),
+            "status": RunStatus.PAUSED,
+            "pause_message": message,
+        }
     )
-    return StepResult(snap, StepEvent(step=s.plan.step, node=s.node.name, status="paused"), {})
+    event = StepEvent(step=s.plan.step, node=s.node.name, status="paused", message=message)
+    return StepResult(snap, event, {})
 
 
 def _on_failure(s: _Step, failure: ActionFailure, attempts: int, control: Control | None) -> StepResult:
@@ -460,7 +475,8 @@ def _on_failure(s: _Step, failure: ActionFailure, attempts: int, control: Contro
     on_error = getattr(spec, "on_error", None)
     mode = error_mode(s.graph, spec)
     if control != "fail" and (control == "continue" or (on_error is None and mode == "continue")):
-        suppressed = ({"step": s.plan.step, "node": s.node.name, "error": failure.to_dict()},)
+        # the run's `errors` hold no traceback (the transcript record does)
+        suppressed = ({"step": s.plan.step, "node": s.node.name, "error": failure.to_dict(traceback=False)},)
         try:
             target = route(s.node.next, s.context(state), s.graph.nodes, s.node.name)
         except RunError as exc:
@@ -481,7 +497,7 @@ def _on_failure(s: _Step, failure: ActionFailure, attempts: int, control: Contro
         )
     category = CATEGORY_OF.get(failure.classification, "node_exception")
     err = NodeError(failure.message, node=s.node.name, step=s.plan.step, state=state, category=category)
-    return _fail(s.snap, s.plan, err, attempts, state)
+    return _fail(s.snap, s.plan, err, attempts, state, traceback=failure.traceback)
 
 
 def _fail(
@@ -490,11 +506,16 @@ def _fail(
     exc: RunError,
     attempts: int,
     state: dict[str, Any] | None = None,
+    *,
+    traceback: str | None = None,
 ) -> StepResult:
-    """End the run `failed` at `plan.node` with `exc`; the node stays current for a resume."""
-    error = {"type": exc.category, "message": str(exc), "node": plan.node, "step": plan.step}
+    """End the run `failed` at `plan.node` with `exc` (and the `traceback` of the exception
+    behind it, if any); the node stays current for a resume."""
+    error: dict[str, Any] = {"type": exc.category, "message": str(exc), "node": plan.node, "step": plan.step}
     if isinstance(exc, ReducerError):
         error.update(field=exc.field, reducer=exc.reducer)
+    if traceback:
+        error["traceback"] = traceback
     ran = plan.kind != "limit"
     final = snap.model_copy(
         update={
@@ -505,7 +526,10 @@ def _fail(
             "path": (*snap.path, plan.node) if ran else snap.path,
         }
     )
-    event = StepEvent(step=plan.step, node=plan.node, status="error", error=error, attempts=attempts)
+    changed = _changed(snap.state, final.state, final.state)  # e.g. `_last_error`, a merged update
+    event = StepEvent(
+        step=plan.step, node=plan.node, status="error", error=error, attempts=attempts, changed_keys=changed
+    )
     if exc.state is None:
         exc.state = final.state
     return StepResult(final, event, {}, exc)

@@ -15,6 +15,7 @@ from graphrunner.compiled import compile_hooks, compile_nodes
 from graphrunner.errors import GraphNotFound, GraphValidationError
 from graphrunner.graph import Graph
 from graphrunner.loading.locate import find_by_id, find_graph
+from graphrunner.loading.places import written_path
 from graphrunner.loading.schema_errors import schema_issues
 from graphrunner.loading.yaml_source import YamlDocument, parse_yaml
 from graphrunner.model import GraphSpec
@@ -215,7 +216,7 @@ def _locate(issue: Issue, doc: YamlDocument | None, file: str | None) -> Issue:
     line = issue.line
     if line is None and doc is not None and issue.location:
         parts = tuple(int(p) if p.isascii() and p.isdigit() else p for p in issue.location.split("."))
-        line = doc.line_of(parts)
+        line = doc.line_of(written_path(doc.data, parts))
     return Issue(issue.code, issue.message, issue.node, issue.location, issue.file or file, line)
 
 

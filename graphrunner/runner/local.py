@@ -168,8 +168,10 @@ class LocalRunner:
         spec: ForeachNode,
         items: list[tuple[int, Any]],
     ) -> ForeachOutcome:
-        """Items at once (at most `max_concurrency`); once the node has failed past its tolerance,
-        the items still running are cancelled and left out, as on a cluster."""
+        """Items at once (at most `max_concurrency`), as on a cluster: every item of an action
+        runs (a chord runs them all); for a foreach over a graph, once the node has failed past
+        its tolerance the child runs still going are cancelled and left out (a cluster cancels
+        its kids)."""
         gate = asyncio.Semaphore(spec.max_concurrency or len(items) or 1)
 
         async def bounded(index: int, item: Any) -> ItemOutcome:
@@ -181,7 +183,8 @@ class LocalRunner:
         while pending:
             finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             done += [task.result() for task in finished]
-            if foreach_fails(graph, spec, sum(not d.outcome.ok for d in done), len(items)):
+            failed = sum(not d.outcome.ok for d in done)
+            if spec.graph is not None and foreach_fails(graph, spec, failed, len(items)):
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
@@ -256,4 +259,4 @@ class LocalRunner:
             )
         except GraphrunnerError as exc:
             return ChildOutcome("failed", error={"type": "node_exception", "message": str(exc)})
-        return ChildOutcome(result.status, result.state, result.output, result.error)
+        return ChildOutcome(result.status, result.state, result.output, result.error, message=result.message)

@@ -21,21 +21,25 @@ from graphrunner.model import RetryPolicy
 from graphrunner.rye.results import reported_error, unwrap
 from graphrunner.services.cache import CacheSlot
 from graphrunner.tools import Defer, ToolContext, ToolRegistry
+from graphrunner.tracebacks import format_traceback
 
 Sleep = Callable[[float], Awaitable[Any]]
 
 
 def classify(exc: BaseException) -> ActionFailure:
-    """The classification of an exception raised while dispatching a tool."""
+    """The classification of an exception raised while dispatching a tool.
+
+    A `ToolError` keeps the traceback its tool gave it (a Python tool's function); any other
+    exception a tool let escape keeps its own, from the tool's code on.
+    """
     if isinstance(exc, ToolError):
-        return ActionFailure(exc.classification, str(exc), exc.error_type)
+        return ActionFailure(exc.classification, str(exc), exc.error_type, exc.traceback)
     if isinstance(exc, PermissionDenied):
         return ActionFailure("permission_denied", str(exc), "PermissionDenied")
     if isinstance(exc, UnknownTool):
         return ActionFailure("validation", str(exc), "UnknownTool")
-    if isinstance(exc, ConnectionError):
-        return ActionFailure("transient", f"{type(exc).__name__}: {exc}", type(exc).__name__)
-    return ActionFailure("permanent", f"{type(exc).__name__}: {exc}", type(exc).__name__)
+    kind = "transient" if isinstance(exc, ConnectionError) else "permanent"
+    return ActionFailure(kind, f"{type(exc).__name__}: {exc}", type(exc).__name__, format_traceback(exc))
 
 
 def policy_for(policies: tuple[RetryPolicy, ...], failure: ActionFailure) -> RetryPolicy | None:

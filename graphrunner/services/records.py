@@ -8,6 +8,7 @@ store appends; `to_dict` what the Python API and the CLI show.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -18,6 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from graphrunner.engine import StepEvent, StepPlan, StepResult
 from graphrunner.engine.outcomes import ActionFailure
+from graphrunner.limits import data_problem
+
+MAX_CARRIED_BYTES = 4096  # the new values a step record carries, JSON-encoded, in all
 
 
 def utcnow() -> datetime:
@@ -31,7 +35,11 @@ def worker_name() -> str:
 
 
 class Record(BaseModel):
-    """What every transcript record has: the step (count) and node it is about, and its status."""
+    """What every transcript record has: the step and node it is about, and its status.
+
+    `step` is the number of the step taken at `node`, or of the step the run takes next there
+    (a retry, a sleep, a cancel, a resume): the numbers of a transcript never go backwards.
+    """
 
     model_config = ConfigDict(frozen=True, populate_by_name=True)
 
@@ -49,29 +57,67 @@ class Record(BaseModel):
 
 
 class StepRecord(StepEvent):
-    """A step taken: the engine's event, when it started, how long it took, and where."""
+    """A step taken: the engine's event, when it started, how long it took, and where.
+
+    `changed_values` are the new values of the `changed_keys` (after the reducers), up to
+    `MAX_CARRIED_BYTES` in all: the keys left out are `values_omitted` (streams read them).
+    """
 
     started_at: str
     duration_ms: float
     worker: str
+    changed_values: dict[str, Any] = Field(default_factory=dict)
+    values_omitted: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as the transcript shows it."""
-        return self.model_dump(mode="json")
+        """The record as the transcript shows it (`message` only on a paused step that has one)."""
+        return self.model_dump(mode="json", exclude=self._absent())
 
     def to_json(self) -> str:
         """The record as stored."""
-        return self.model_dump_json()
+        return self.model_dump_json(exclude=self._absent())
+
+    def _absent(self) -> set[str] | None:
+        return {"message"} if self.message is None else None
 
     @classmethod
     def of(cls, result: StepResult, started_at: str, started: float, worker: str) -> StepRecord:
         """The record of a finished step that started at `started_at` (perf counter `started`)."""
+        values, omitted = carried(result.snapshot.state, result.event.changed_keys)
         return cls(
             **result.event.__dict__,
             started_at=started_at,
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
             worker=worker,
+            changed_values=values,
+            values_omitted=omitted,
         )
+
+
+def carried(state: dict[str, Any], keys: tuple[str, ...]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The values of `keys` in `state` a record carries (`MAX_CARRIED_BYTES` in all), and the
+    keys it leaves out (too large, no longer in the state, or not JSON data within the limits:
+    the step that made such a value fails its run, and its record must still be written)."""
+    values: dict[str, Any] = {}
+    omitted: list[str] = []
+    room = MAX_CARRIED_BYTES
+    for key in keys:
+        fits = key in state and data_problem(state[key]) is None  # first: it never recurses
+        size = _json_size(state[key], room) if fits else room + 1
+        if size > room:
+            omitted.append(key)
+            continue
+        values[key] = state[key]
+        room -= size
+    return values, tuple(omitted)
+
+
+def _json_size(value: Any, room: int) -> int:
+    """The length of `value` as JSON; a long string, list or mapping is not encoded to tell it
+    is over `room` (its JSON is at least as long as it)."""
+    if isinstance(value, str | list | dict) and len(value) > room:
+        return len(value)
+    return len(json.dumps(value, default=str))
 
 
 class RetryRecord(Record):

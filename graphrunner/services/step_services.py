@@ -31,6 +31,7 @@ from graphrunner.services.hooks import Hooks
 from graphrunner.services.records import utcnow
 from graphrunner.settings import Settings
 from graphrunner.tools import ToolContext, ToolRegistry, default_registry
+from graphrunner.tracebacks import cause_traceback
 
 MAX_HOOK_RETRIES = 3  # how often `error` hooks may answer `retry` for one step
 INLINE_WAIT = 1.0  # on a worker, retry waits up to this many seconds are slept; longer ones suspend
@@ -128,8 +129,10 @@ class StepServices:
     def complete(
         self, graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan, outcome: Outcome
     ) -> StepResult:
-        """The engine's `complete`, with this deployment's state size limit."""
-        return engine.complete(graph, snap, plan, outcome, utcnow(), max_state_bytes=self.max_state_bytes)
+        """The engine's `complete`, with this deployment's state size limit; a run failed by user
+        code the engine called (a routing function, a custom reducer) keeps its traceback."""
+        result = engine.complete(graph, snap, plan, outcome, utcnow(), max_state_bytes=self.max_state_bytes)
+        return with_cause_traceback(result)
 
     async def finish(
         self, graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan, outcome: Outcome, hook_round: int = 0
@@ -208,3 +211,19 @@ def tool_context(
     return ToolContext(
         run_id=snap.run_id, graph_id=snap.graph_id, node=node, step=step, item_index=index, **extra
     )
+
+
+def with_cause_traceback(result: StepResult) -> StepResult:
+    """`result` with the traceback of the user code behind its failing error, in the step's record
+    and the run's error (the engine formats none: that reads source files)."""
+    error = result.event.error
+    if result.exception is None or error is None or "traceback" in error:
+        return result
+    text = cause_traceback(result.exception)
+    if text is None:
+        return result
+    error = {**error, "traceback": text}
+    snapshot = result.snapshot
+    if snapshot.error is not None:
+        snapshot = snapshot.model_copy(update={"error": {**snapshot.error, "traceback": text}})
+    return replace(result, snapshot=snapshot, event=result.event.model_copy(update={"error": error}))

@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator
 
-from graphrunner.errors import ExpressionError
-from graphrunner.expressions.scanner import split_template
-from graphrunner.model import END, ActionNode, ForeachNode, GraphSpec, ParallelNode, ReturnNode, SubgraphNode
-from graphrunner.model.conditions import StructuredCondition
+from graphrunner.model import (
+    END,
+    ActionNode,
+    AnyNode,
+    ForeachNode,
+    GraphSpec,
+    ParallelNode,
+    ReturnNode,
+    SubgraphNode,
+)
 from graphrunner.report import Issue
 from graphrunner.rye.permissions import graph_name, permitted, rye_name
 from graphrunner.validation.children import child_sites
 from graphrunner.validation.constants import constant_failures
+from graphrunner.validation.sites import Site, condition_paths, expression_sites
 from graphrunner.validation.structure import unreachable
 
 FIELD_READ = re.compile(r"\bstate\s*(?:\.\s*([A-Za-z_]\w*)|\[\s*[\"']([^\"']+)[\"']\s*\])")
@@ -36,64 +42,53 @@ def analyse(spec: GraphSpec, check_env: bool = False) -> list[Issue]:
 def _no_return(spec: GraphSpec) -> list[Issue]:
     if any(isinstance(n, ReturnNode) for n in spec.nodes.values()):
         return []
-    return [Issue("no_return_node", "the graph has no 'return' node; runs end where a node has no next")]
+    message = "the graph has no 'return' node; runs end where a node has no next"
+    return [Issue("no_return_node", message, location="nodes")]
 
 
-def _expressions(value: Any) -> Iterator[str]:
-    """Every expression body inside a value (strings are scanned for `${...}`)."""
-    if isinstance(value, str):
-        try:
-            yield from (text for is_expr, text in split_template(value) if is_expr)
-        except ExpressionError:  # reported as bad_expression by compilation
-            return
-    elif isinstance(value, Mapping):
-        for v in value.values():
-            yield from _expressions(v)
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from _expressions(v)
+def _read_sites(spec: GraphSpec) -> Iterator[Site]:
+    """Every text that may read state: expressions, condition paths, a child's inputs by name."""
+    yield from expression_sites(spec)
+    yield from condition_paths(spec)
+    if spec.rye:  # a Rye child's inputs are values, not parent field names
+        return
+    for site in child_sites(spec):
+        for key, value in (site.inputs or {}).items():
+            if isinstance(value, str) and "${" not in value:
+                yield Site(site.node, f"{site.where}.inputs.{key}", f"state.{value}")
 
 
-def _conditions(cond: Any) -> Iterator[str]:
-    if isinstance(cond, str):
-        yield cond
-    elif isinstance(cond, StructuredCondition):
-        if cond.path is not None:
-            yield cond.path
-            yield from _expressions(cond.value)
-        for part in (*(cond.all or ()), *(cond.any or ()), *((cond.not_,) if cond.not_ else ())):
-            yield from _conditions(part)
-
-
-def _read_sites(spec: GraphSpec) -> Iterator[str]:
-    for node in spec.nodes.values():
-        dumped = node.model_dump(exclude={"next"}, by_alias=True)
-        yield from _expressions(dumped)
-        nxt = getattr(node, "next", None)
-        for branch in nxt.branches if nxt is not None else ():
-            yield from _conditions(branch.when)
-        if not spec.rye:  # a child's inputs written as bare names read parent fields (Rye: values)
-            for site in child_sites(spec):
-                yield from (f"state.{v}" for v in (site.inputs or {}).values() if isinstance(v, str))
-    for hook in spec.config.hooks:
-        yield from _expressions(hook.action.params)
-        yield from _conditions(hook.when)
-
-
-def _writes(spec: GraphSpec) -> set[str]:
-    written = set()
-    for node in spec.nodes.values():
-        written |= set(node.assign)
-        labels = ("result_key", "collect", "errors_field")
-        written |= {t for t in (getattr(node, label, None) for label in labels) if t}
-        if isinstance(node, SubgraphNode):
-            written |= set(node.outputs or {}) or set(spec.state)
-        if isinstance(node, ParallelNode):
-            for branch in node.branches.values():
-                written |= set(branch.outputs or {}) if branch.outputs is not None else set(spec.state)
-        if getattr(node, "assign_result", False):  # the result's keys: any field may be written
-            written |= set(spec.state)
+def _writes(spec: GraphSpec) -> dict[str, Site]:
+    """Every field a node writes, with the first place that writes it (`text`: the field)."""
+    written: dict[str, Site] = {}
+    for name, node in spec.nodes.items():
+        for where, fields in _node_writes(spec, name, node):
+            for fld in fields:
+                written.setdefault(fld, Site(name, where, fld))
     return written
+
+
+def _node_writes(spec: GraphSpec, name: str, node: AnyNode) -> Iterator[tuple[str, Iterable[str]]]:
+    """(location, fields written there) for one node; a child without outputs writes any field."""
+    base = f"nodes.{name}"
+    yield from ((f"{base}.assign.{k}", [k]) for k in node.assign)
+    for label in ("result_key", "collect", "errors_field"):
+        target = getattr(node, label, None)
+        if target:
+            yield f"{base}.{label}", [target]
+    if isinstance(node, SubgraphNode):
+        outputs = node.outputs or {}
+        yield from ((f"{base}.outputs.{k}", [k]) for k in outputs)
+        if not outputs:
+            yield base, spec.state
+    if isinstance(node, ParallelNode):
+        for branch, b in node.branches.items():
+            where = f"{base}.branches.{branch}"
+            if b.outputs is None:
+                yield where, spec.state
+            yield from ((f"{where}.outputs.{k}", [k]) for k in b.outputs or {})
+    if getattr(node, "assign_result", False):  # the result's keys: any field may be written
+        yield f"{base}.assign_result", spec.state
 
 
 def _outputs_whole_state(spec: GraphSpec) -> bool:
@@ -107,28 +102,52 @@ def _outputs_whole_state(spec: GraphSpec) -> bool:
     return False
 
 
+def _subject(site: Site) -> str:
+    """`node 'a': action.params.v`, or the location of a hook's expression."""
+    if site.node is None:
+        return site.location
+    return f"node '{site.node}': {site.location.removeprefix(f'nodes.{site.node}').removeprefix('.')}"
+
+
 def _state_flow(spec: GraphSpec) -> list[Issue]:
-    reads: set[str] = set()
+    """`state_never_assigned` where a field is first read, `state_never_read` where it is
+    declared (or, undeclared, first written)."""
+    reads: dict[str, Site] = {}
     whole = _outputs_whole_state(spec)
-    for text in _read_sites(spec):
-        reads |= {a or b for a, b in FIELD_READ.findall(text)}
-        whole = whole or bool(WHOLE_STATE.search(FIELD_READ.sub("", text)))
+    for site in _read_sites(spec):
+        for a, b in FIELD_READ.findall(site.text):
+            reads.setdefault(a or b, site)
+        whole = whole or bool(WHOLE_STATE.search(FIELD_READ.sub("", site.text)))
     written = _writes(spec)
-    declared = set(spec.state)
     issues = [
         Issue(
             "state_never_assigned",
-            f"state.{f} is read but no node writes it and it is not declared",
-            location=f"state.{f}",
+            f"{_subject(site)}: state.{f} is read but no node writes it and it is not declared",
+            node=site.node,
+            location=site.location,
         )
-        for f in sorted(reads - written - declared - _seeded(spec))
+        for f, site in sorted(reads.items())
+        if f not in written and f not in spec.state and f not in _seeded(spec)
     ]
     if not whole:
         issues += [
-            Issue("state_never_read", f"state.{f} is written but never read", location=f"state.{f}")
-            for f in sorted((written | declared) - reads)
+            _never_read(spec, f, written.get(f))
+            for f in sorted((set(written) | set(spec.state)) - set(reads))
         ]
     return issues
+
+
+def _never_read(spec: GraphSpec, fld: str, write: Site | None) -> Issue:
+    """`state_never_read` at the field's declaration, else where a node first writes it."""
+    if fld in spec.state or write is None:
+        verb = "written" if write is not None else "declared"
+        return Issue("state_never_read", f"state.{fld} is {verb} but never read", location=f"state.{fld}")
+    return Issue(
+        "state_never_read",
+        f"{_subject(write)}: state.{fld} is written but never read",
+        node=write.node,
+        location=write.location,
+    )
 
 
 def _unpermitted(spec: GraphSpec) -> list[Issue]:
@@ -161,14 +180,15 @@ def _seeded(spec: GraphSpec) -> set[str]:
 
 def _env_missing(spec: GraphSpec) -> list[Issue]:
     wanted: list[tuple[str, str, str | None]] = [
-        (v, "config.env_requires", None) for v in spec.config.env_requires
+        (v, f"config.env_requires.{i}", None) for i, v in enumerate(spec.config.env_requires)
     ]
     for name, node in spec.nodes.items():
-        wanted += [(v, f"nodes.{name}.env_requires", name) for v in getattr(node, "env_requires", ())]
+        needs = getattr(node, "env_requires", ())
+        wanted += [(v, f"nodes.{name}.env_requires.{i}", name) for i, v in enumerate(needs)]
     return [
         Issue(
             "env_missing",
-            f"environment variable {var} is not set ({where})",
+            f"environment variable {var} is not set ({where.rsplit('.', 1)[0]})",
             node=node,
             location=where,
         )

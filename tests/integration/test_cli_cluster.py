@@ -276,7 +276,7 @@ def test_run_timeout_on_the_cluster_leaves_the_run_going(env: dict[str, str | No
 
 def test_run_bad_input_on_the_cluster_exits_2(env: dict[str, str | None], tmp_path: Path) -> None:
     path = write(tmp_path, two_steps(unique("cli/bad")))
-    result = cli(env, "run", path, "-i", "name=3")
+    result = cli(env, "run", path, "--inputs", '{"name": 3}')  # -i name=3 is the text "3"
     assert result.exit_code == 2
     assert result.stderr.startswith("error: invalid inputs") and result.stdout == ""
     missing = cli(env, "run", str(tmp_path / "missing.yaml"))

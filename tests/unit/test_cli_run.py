@@ -184,7 +184,7 @@ def test_bad_inputs_options_are_usage_errors(tmp_path: Path, args: list[str], op
 @pytest.mark.parametrize(
     ("args", "named"),
     [
-        (["-i", "name=3"], "'name'"),
+        (["--inputs", '{"name": 3}'], "'name'"),  # JSON values are taken as they are (-i name=3 is "3")
         (["-i", "name=Ada", "-i", "nickname=Ad"], "'nickname'"),
         ([], "'name'"),
     ],

@@ -106,7 +106,7 @@ def test_graph_warnings_name_node_site_and_line() -> None:
         (INDEX, "a", "nodes.a.assign.third", 10),
         (DIV, "a", "nodes.a.next.0.when", 12),
     ]
-    [ratio] = [w for w in graph.validate().warnings if w.location == "nodes.a.assign.ratio"]
+    [ratio] = [w for w in graph.validate().warnings if (w.code, w.location) == (DIV, "nodes.a.assign.ratio")]
     assert ratio.message == "node 'a': assign.ratio: expression 'state.n / 0' divides by a constant zero"
 
 

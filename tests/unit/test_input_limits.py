@@ -190,10 +190,10 @@ def test_cli_inputs_100_deep_is_refused_by_the_limit(tmp_path: Path) -> None:
 
 
 def test_cli_input_pair_1200_deep(tmp_path: Path) -> None:
-    path = write(tmp_path, "hello.yaml", HELLO)
-    result = run_cli(str(path), "-i", "name=" + "[" * 1200 + "]" * 1200)
+    path = write(tmp_path, "open.yaml", OPEN)  # `blob` is of type any: -i parses it as JSON
+    result = run_cli(str(path), "-i", "blob=" + "[" * 1200 + "]" * 1200)
     assert result.exit_code == 2, result.output
-    assert "nested" in result.stderr
+    assert "input 'blob': nested" in result.stderr
 
 
 def test_cli_inputs_nan_is_not_json(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def test_a_cancelled_run_takes_no_further_step(mc: MemoryCluster) -> None:
     snap = mc.snap(run_id)
     assert snap.status is RunStatus.CANCELLED and snap.step == 1
     last = mc.records(run_id)[-1]
-    assert (last["status"], last["from"], last["step"]) == ("cancelled", "running", 1)
+    assert (last["status"], last["from"], last["step"]) == ("cancelled", "running", 2)  # at step 2
     assert mc.step().outcome == "not_running"  # its queued message is dropped
     assert mc.waiting() == [] and mc.snap(run_id).status is RunStatus.CANCELLED
     with pytest.raises(CancelError, match="already finished"):

@@ -15,6 +15,7 @@ from graphrunner.arguments import ArgumentError, typed_arguments
 from graphrunner.errors import ToolError
 from graphrunner.importing import ImportFailed, import_callable
 from graphrunner.tools.base import ToolContext, parse_params
+from graphrunner.tracebacks import format_traceback, user_traceback
 
 _CONNECTION_ERRNOS = frozenset(
     getattr(errno, name)
@@ -65,19 +66,25 @@ class PythonTool:
             ) from None
         try:
             return await _call(fn, args)
-        except ToolError:
+        except ToolError as exc:  # the function's own, classified: it keeps where it was raised
+            if exc.traceback is None:
+                exc.traceback = format_traceback(exc)
             raise
         except Exception as exc:
             raise _wrap(p.fn, exc) from exc
 
 
 def _load(ref: str) -> Callable[..., Any]:
-    """Import `ref`; a bad reference is a `validation` ToolError."""
+    """Import `ref`; a bad reference is a `validation` ToolError (with the traceback of the
+    module's own code when importing it raised)."""
     try:
         return import_callable(ref)
     except ImportFailed as exc:
         raise ToolError(
-            f"tool 'python': {exc}", error_type="ImportFailed", classification="validation"
+            f"tool 'python': {exc}",
+            error_type="ImportFailed",
+            classification="validation",
+            traceback=user_traceback(exc.__context__),
         ) from None
 
 
@@ -122,10 +129,11 @@ def _is_transient(exc: BaseException) -> bool:
 
 
 def _wrap(ref: str, exc: Exception) -> ToolError:
-    """The ToolError for an exception the function raised."""
+    """The ToolError for an exception the function raised, with the function's frames."""
     kind = type(exc).__name__
     return ToolError(
         f"{ref}: {kind}: {exc}",
         error_type=kind,
         classification="transient" if _is_transient(exc) else "permanent",
+        traceback=format_traceback(exc),
     )

@@ -1,0 +1,72 @@
+"""The read side of the JSON API under `/api`: runs, one run, its steps and state, graphs, the
+OpenAPI document, and `/healthcheck`."""
+
+from __future__ import annotations
+
+from graphrunner.ui import reading
+from graphrunner.ui.base import Base
+from graphrunner.ui.openapi import document
+
+
+class Health(Base):
+    """`/healthcheck`: `OK`, without a user (it says nothing else)."""
+
+    open = True
+
+    def get(self) -> None:
+        self.set_header("Content-Type", "text/plain")
+        self.finish("OK")
+
+
+class Runs(Base):
+    """`GET /api/runs`: runs newest first; `POST /api/runs`: submit one (see `actions`)."""
+
+    async def get(self) -> None:
+        args = {
+            k: self.get_argument(k)
+            for k in ("graph", "status", "since", "until", "cursor", "limit", "offset")
+            if self.get_argument(k, None) is not None
+        }
+        self.send_json(await self.call(reading.runs_page, self.explorer.client, args))
+
+    async def post(self) -> None:
+        body = self.json_body()
+        code, answer = await self.call(reading.submit, self.explorer.client, body)
+        self.send_json(answer, code)
+
+
+class Run(Base):
+    """`GET /api/runs/<id>`: the run, its state capped."""
+
+    async def get(self, run_id: str) -> None:
+        self.send_json(await self.call(reading.run_json, self.explorer.client, run_id))
+
+
+class Steps(Base):
+    """`GET /api/runs/<id>/steps?after=&limit=`: a page of its transcript."""
+
+    async def get(self, run_id: str) -> None:
+        args = {k: self.get_argument(k) for k in ("after", "limit") if self.get_argument(k, None) is not None}
+        self.send_json(await self.call(reading.steps_json, self.explorer.client, run_id, args))
+
+
+class State(Base):
+    """`GET /api/runs/<id>/state[?key=K]`: the whole state, or one key's value, uncapped."""
+
+    async def get(self, run_id: str) -> None:
+        key = self.get_argument("key", None)
+        self.send_json(await self.call(reading.full_state, self.explorer.client, run_id, key))
+
+
+class GraphApi(Base):
+    """`GET /api/graphs/<id>`: the versions of a graph its recent runs use, and those runs."""
+
+    async def get(self, graph_id: str) -> None:
+        self.send_json(await self.call(reading.graph_json, self.explorer.client, graph_id))
+
+
+class OpenApi(Base):
+    """`GET /api/openapi.json`: the API described."""
+
+    def get(self) -> None:
+        self.send_json(document())

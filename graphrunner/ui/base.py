@@ -1,0 +1,181 @@
+"""The handler every explorer page and API answer derives from: auth, actions guard, errors as JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from tornado.ioloop import IOLoop
+from tornado.web import HTTPError, RequestHandler, StaticFileHandler
+
+from graphrunner.errors import (
+    CancelError,
+    GraphNotFound,
+    GraphrunnerError,
+    GraphValidationError,
+    InvalidCapabilities,
+    InvalidRunId,
+    InvalidRunQuery,
+    ResumeError,
+    RunConflict,
+    RunNotFound,
+    RunRefused,
+    StateValidationError,
+    StoreUnavailable,
+)
+from graphrunner.ui.auth import basic_user
+from graphrunner.ui.guard import cross_site, json_body
+
+T = TypeVar("T")
+MAX_BODY = 1 << 20  # 1 MiB of JSON for a submit or a state patch
+REALM = 'Basic realm="graphrunner", charset="UTF-8"'
+STATUS_OF: tuple[tuple[type[GraphrunnerError], int], ...] = (
+    (RunNotFound, 404),
+    (GraphNotFound, 404),
+    (InvalidRunId, 400),
+    (InvalidRunQuery, 400),
+    (GraphValidationError, 422),
+    (StateValidationError, 422),
+    (InvalidCapabilities, 422),
+    (RunConflict, 409),
+    (RunRefused, 409),
+    (CancelError, 409),
+    (ResumeError, 409),
+    (StoreUnavailable, 503),
+)
+
+
+def status_of(exc: GraphrunnerError) -> int:
+    """The HTTP status that reports `exc`: 404 for what does not exist, 409 for a conflict, ..."""
+    return next((code for kind, code in STATUS_OF if isinstance(exc, kind)), 400)
+
+
+class ApiError(HTTPError):
+    """An HTTP error with the error's type and message for the JSON body."""
+
+    def __init__(self, status: int, kind: str, message: str) -> None:
+        super().__init__(status, reason=None)
+        self.kind = kind
+        self.message = message
+
+
+class Base(RequestHandler):
+    """Checks the user on every request, and the origin and token of every action."""
+
+    open = False  # /healthcheck answers without a user
+
+    def initialize(self) -> None:
+        self.explorer = self.application.settings["graphrunner"]
+
+    def prepare(self) -> None:
+        user = basic_user(self.request.headers.get("Authorization"), self.explorer.users)
+        if not self.open and self.explorer.users and user is None:
+            raise ApiError(401, "Unauthorized", "authentication required (HTTP basic auth)")
+        if self.request.method not in ("GET", "HEAD", "OPTIONS"):
+            self._guard_action()
+
+    def _guard_action(self) -> None:
+        own = f"{self.request.protocol}://{self.request.host}"
+        refused = cross_site(self.request.headers, own)
+        if refused:
+            raise ApiError(403, "CrossSiteRequest", refused)
+        if not json_body(self.request.headers):  # even with no body: a form cannot send this
+            raise ApiError(415, "UnsupportedMediaType", "send the body as Content-Type: application/json")
+        if "Cookie" in self.request.headers:
+            try:
+                self.check_xsrf_cookie()
+            except HTTPError:
+                raise ApiError(
+                    403, "XsrfTokenMissing", "a request with cookies needs the page's X-XSRFToken"
+                ) from None
+
+    def json_body(self) -> dict[str, Any]:
+        """The request's JSON object body ({} when empty); 400 for anything else."""
+        if len(self.request.body) > MAX_BODY:
+            raise ApiError(413, "PayloadTooLarge", f"the body is over {MAX_BODY} bytes")
+        if not self.request.body.strip():
+            return {}
+        try:
+            body = json.loads(self.request.body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ApiError(400, "BadJson", f"the body is not JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise ApiError(400, "BadJson", "the body must be a JSON object")
+        return body
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on the explorer's threads (store reads block), its errors as HTTP errors."""
+        try:
+            return await IOLoop.current().run_in_executor(self.explorer.executor, fn, *args)
+        except GraphrunnerError as exc:
+            raise ApiError(status_of(exc), type(exc).__name__, str(exc)) from None
+
+    def send_json(self, body: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(json.dumps(body, default=str))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        if status_code == 401:
+            self.set_header("WWW-Authenticate", REALM)
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        kind = exc.kind if isinstance(exc, ApiError) else self._reason
+        message = (
+            exc.message if isinstance(exc, ApiError) else (getattr(exc, "log_message", None) or self._reason)
+        )
+        self.write_problem(status_code, kind, message)
+
+    def write_problem(self, status_code: int, kind: str, message: str) -> None:
+        """An error answer: JSON `{"error": {type, message}}` (pages render it as HTML)."""
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(json.dumps({"error": {"type": kind, "message": message}}))
+
+    def set_default_headers(self) -> None:
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("X-Frame-Options", "DENY")
+        self.set_header("Referrer-Policy", "same-origin")
+        self.set_header(
+            "Content-Security-Policy",
+            "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+            "frame-ancestors 'none'; form-action 'self'",
+        )
+
+
+class Page(Base):
+    """An HTML page: errors are a page too."""
+
+    def get_template_namespace(self) -> dict[str, Any]:
+        return {**super().get_template_namespace(), "when": when}
+
+    def write_problem(self, status_code: int, kind: str, message: str) -> None:
+        self.set_header("Content-Type", "text/html; charset=UTF-8")
+        self.render("error.html", status=status_code, kind=kind, message=message)
+
+
+class Static(StaticFileHandler):
+    """The package's CSS and JS, behind the same users as everything else."""
+
+    def prepare(self) -> None:
+        ui = self.application.settings["graphrunner"]
+        if ui.users and basic_user(self.request.headers.get("Authorization"), ui.users) is None:
+            raise HTTPError(401)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        if status_code == 401:
+            self.set_header("WWW-Authenticate", REALM)
+        self.finish(f"{status_code}")
+
+
+def when(ms: int | None) -> str:
+    """Epoch milliseconds as `YYYY-MM-DD HH:MM:SS` in UTC."""
+    if not ms:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def executor(threads: int = 8) -> ThreadPoolExecutor:
+    """The threads store reads run on, so one slow read never stalls the server."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="graphrunner-ui")

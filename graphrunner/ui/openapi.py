@@ -1,0 +1,211 @@
+"""The OpenAPI 3.1 document of the explorer's JSON API (`/api/openapi.json`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+STATUSES = ["pending", "running", "paused", "completed", "completed_with_errors", "failed", "cancelled"]
+RUN_ID = {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}
+ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["type", "message"],
+            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+        }
+    },
+}
+ACTED = {
+    "type": "object",
+    "properties": {"run_id": {"type": "string"}, "status": {"type": "string", "enum": STATUSES}},
+}
+
+
+def _json(schema: Any, description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    meaning = {
+        400: "bad request (a malformed run id, filter or body)",
+        401: "no valid basic-auth credentials",
+        403: "a cross-site request, or cookies without the page's X-XSRFToken",
+        404: "no such run, graph or state key",
+        409: "the run cannot do that now (finished, already running, another run with this id)",
+        415: "the body is not application/json",
+        422: "the graph, inputs or state patch are invalid",
+    }
+    return {str(c): _json({"$ref": "#/components/schemas/Error"}, meaning[c]) for c in codes}
+
+
+def _query(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": schema or {"type": "string"},
+    }
+
+
+def document() -> dict[str, Any]:
+    """The API described; every operation needs basic auth, actions need a JSON body."""
+    runs = {
+        "get": {
+            "summary": "Runs, newest first",
+            "parameters": [
+                _query("graph", "only runs of this graph id"),
+                _query("status", "only runs in this status", {"type": "string", "enum": STATUSES}),
+                _query("since", "created at or after (epoch ms or ISO date-time, UTC)"),
+                _query("until", "created before (epoch ms or ISO date-time, UTC)"),
+                _query("limit", "runs per page, 1-1000", {"type": "integer", "default": 50}),
+                _query("cursor", "the next_cursor of the previous page"),
+            ],
+            "responses": {"200": _json({"$ref": "#/components/schemas/RunPage"}, "a page of runs")}
+            | _errors(400, 401),
+        },
+        "post": {
+            "summary": "Submit a run",
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Submit"}}},
+            },
+            "responses": {
+                "201": _json(ACTED, "a new run was created and started"),
+                "202": _json(ACTED, "a new run was created and waits for its concurrency key"),
+                "200": _json(ACTED, "this run id was submitted before with the same graph and inputs"),
+            }
+            | _errors(400, 401, 403, 404, 409, 415, 422),
+        },
+    }
+    steps = {
+        "get": {
+            "summary": "A page of the run's transcript",
+            "parameters": [
+                RUN_ID,
+                _query("after", "the next_after of the previous page"),
+                _query("limit", "1-500", {"type": "integer", "default": 100}),
+            ],
+            "responses": {
+                "200": _json(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "steps": {"type": "array", "items": {"type": "object"}},
+                            "next_after": {"type": ["string", "null"]},
+                        },
+                    },
+                    "transcript records",
+                )
+            }
+            | _errors(400, 401, 404),
+        }
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "graphrunner run explorer API", "version": "1"},
+        "components": {
+            "securitySchemes": {"basic": {"type": "http", "scheme": "basic"}},
+            "schemas": {
+                "Error": ERROR,
+                "RunSummary": {
+                    "type": "object",
+                    "properties": {
+                        k: {"type": t}
+                        for k, t in [
+                            ("run_id", "string"),
+                            ("graph_id", "string"),
+                            ("status", "string"),
+                            ("step_count", "integer"),
+                            ("created_at", "integer"),
+                            ("updated_at", "integer"),
+                        ]
+                    },
+                },
+                "RunPage": {
+                    "type": "object",
+                    "properties": {
+                        "runs": {"type": "array", "items": {"$ref": "#/components/schemas/RunSummary"}},
+                        "next_cursor": {"type": ["string", "null"]},
+                    },
+                },
+                "Submit": {
+                    "type": "object",
+                    "required": ["graph"],
+                    "properties": {
+                        "graph": {
+                            "type": "string",
+                            "description": "a graph id on GRAPHRUNNER_GRAPH_PATH, or one in the store",
+                        },
+                        "inputs": {"type": "object"},
+                        "run_id": {"type": "string"},
+                        "concurrency_key": {"type": "string"},
+                        "when_busy": {"type": "string", "enum": ["queue", "refuse"], "default": "queue"},
+                    },
+                },
+            },
+        },
+        "security": [{"basic": []}],
+        "paths": {
+            "/api/runs": runs,
+            "/api/runs/{run_id}": {
+                "get": {
+                    "summary": "One run; state, inputs and output capped (see state_cap)",
+                    "parameters": [RUN_ID],
+                    "responses": {"200": _json({"type": "object"}, "the run")} | _errors(400, 401, 404),
+                }
+            },
+            "/api/runs/{run_id}/steps": steps,
+            "/api/runs/{run_id}/state": {
+                "get": {
+                    "summary": "The whole state, or one key's value",
+                    "parameters": [RUN_ID, _query("key", "one state key")],
+                    "responses": {"200": _json({}, "the state or the value")} | _errors(400, 401, 404),
+                }
+            },
+            "/api/runs/{run_id}/cancel": {
+                "post": {
+                    "summary": "Cancel the run",
+                    "parameters": [RUN_ID],
+                    "responses": {"200": _json(ACTED, "cancelled")} | _errors(400, 401, 403, 404, 409, 415),
+                }
+            },
+            "/api/runs/{run_id}/resume": {
+                "post": {
+                    "summary": "Resume a failed, cancelled, paused or stalled run",
+                    "parameters": [RUN_ID],
+                    "requestBody": {
+                        "required": False,
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "properties": {"state_patch": {"type": "object"}},
+                                }
+                            }
+                        },
+                    },
+                    "responses": {"200": _json(ACTED, "resumed")}
+                    | _errors(400, 401, 403, 404, 409, 415, 422),
+                }
+            },
+            "/api/graphs/{graph_id}": {
+                "get": {
+                    "summary": "The versions of a graph its recent runs use, and those runs",
+                    "parameters": [
+                        {"name": "graph_id", "in": "path", "required": True, "schema": {"type": "string"}}
+                    ],
+                    "responses": {"200": _json({"type": "object"}, "the graph")} | _errors(401, 404),
+                }
+            },
+            "/healthcheck": {
+                "get": {
+                    "summary": "OK, without auth",
+                    "security": [],
+                    "responses": {"200": {"description": "OK"}},
+                }
+            },
+        },
+    }

@@ -1,0 +1,116 @@
+"""What the explorer shows of a run, capped: a huge state or transcript never reaches a page whole.
+
+A value whose JSON is over `VALUE_CHARS` is replaced by `{"$truncated": true, "chars": N,
+"preview": ...}`; at most `MAX_KEYS` keys of a state are shown. The whole state is at
+`/api/runs/<id>/state` (one key with `?key=`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from graphrunner.engine import RunSnapshot
+from graphrunner.store import RunSummary
+
+VALUE_CHARS = 4000  # a value's JSON longer than this is shown as a preview
+PREVIEW_CHARS = 400
+MAX_KEYS = 200  # keys of a state shown, the rest counted
+MAX_LISTED = 200  # errors, children, path entries shown
+TRACEBACK_CHARS = 20_000
+
+
+def capped(value: Any) -> Any:
+    """`value`, or a preview of it when its JSON is longer than `VALUE_CHARS`."""
+    text = json.dumps(value, default=str)
+    if len(text) <= VALUE_CHARS:
+        return value
+    return {"$truncated": True, "chars": len(text), "preview": text[:PREVIEW_CHARS]}
+
+
+def capped_map(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The first `MAX_KEYS` entries of `values`, each capped, and what was left out."""
+    shown = {k: capped(v) for k, v in list(values.items())[:MAX_KEYS]}
+    truncated = sorted(k for k, v in shown.items() if isinstance(v, dict) and v.get("$truncated"))
+    return shown, {
+        "keys_total": len(values),
+        "keys_omitted": max(0, len(values) - MAX_KEYS),
+        "values_truncated": truncated,
+    }
+
+
+def run_view(snap: RunSnapshot, fields: Mapping[str, str], graph_stored: bool) -> dict[str, Any]:
+    """A run as `/api/runs/<id>` answers it: its record, with state, inputs and output capped."""
+    state, state_cap = capped_map(snap.state)
+    inputs, _ = capped_map(snap.inputs)
+    return {
+        "run_id": snap.run_id,
+        "graph_id": snap.graph_id,
+        "graph_hash": snap.graph_hash,
+        "graph_version_stored": graph_stored,
+        "status": snap.status.value,
+        "node": snap.node,
+        "step_count": snap.step,
+        "created_at": _int(fields.get("created_at")),
+        "updated_at": _int(fields.get("updated_at")),
+        "path": list(snap.path[-MAX_LISTED:]),
+        "path_length": len(snap.path),
+        "message": snap.pause_message if snap.status.value == "paused" else None,
+        "error": _error(snap.error),
+        "errors": [_error(e) for e in snap.errors[:MAX_LISTED]],
+        "errors_total": len(snap.errors),
+        "wait": snap.wait,
+        "parent": snap.parent,
+        "children": list(snap.children[:MAX_LISTED]),
+        "children_total": len(snap.children),
+        "concurrency_key": snap.concurrency_key,
+        "capabilities": list(snap.capabilities),
+        "inputs": inputs,
+        "output": capped(snap.output),
+        "state": state,
+        "state_cap": state_cap,
+    }
+
+
+def summary_view(run: RunSummary) -> dict[str, Any]:
+    """A listed run."""
+    return {
+        "run_id": run.run_id,
+        "graph_id": run.graph_id,
+        "status": run.status,
+        "step_count": run.step,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+    }
+
+
+def step_view(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A transcript record with its carried values capped and its traceback bounded."""
+    view = {k: v for k, v in record.items() if k != "changed_values"}
+    values = record.get("changed_values")
+    if isinstance(values, Mapping):
+        view["changed_values"] = capped_map(values)[0]
+    view["error"] = _error(record.get("error"))
+    return view
+
+
+def steps_view(records: Sequence[tuple[str, Mapping[str, Any]]], limit: int) -> dict[str, Any]:
+    """A page of transcript records `(stream id, record)` and the id to read the next page after."""
+    steps = [{"id": entry_id, **step_view(record)} for entry_id, record in records[:limit]]
+    more = len(records) > limit
+    return {"steps": steps, "next_after": steps[-1]["id"] if more and steps else None}
+
+
+def _error(error: Any) -> Any:
+    if not isinstance(error, Mapping):
+        return error
+    shown = {k: capped(v) if k != "traceback" else v for k, v in error.items()}
+    trace = shown.get("traceback")
+    if isinstance(trace, str) and len(trace) > TRACEBACK_CHARS:
+        shown["traceback"] = "...\n" + trace[-TRACEBACK_CHARS:]
+    return shown
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text and text.lstrip("-").isdigit() else None

@@ -1,0 +1,122 @@
+"""`graphrunner ui` as a process: it refuses to start without auth, and `UiServer`, which the other
+test_ui_* modules use, starts it against the session's Redis on a free port."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+from click.testing import CliRunner
+
+from graphrunner.cli import main
+from graphrunner.embedded import EmbeddedRedis
+
+ROOT = Path(__file__).resolve().parents[2]
+USER, PASSWORD = "ops", "s3cret"
+START_TIMEOUT = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def auth_header(user: str = USER, password: str = PASSWORD) -> dict[str, str]:
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+class UiServer:
+    """`python -m graphrunner ui` on a free loopback port, stopped (by its pid) on exit."""
+
+    def __init__(self, redis_url: str, graph_path: Path, *args: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHRUNNER_")}
+        env |= {"GRAPHRUNNER_REDIS_URL": redis_url, "GRAPHRUNNER_GRAPH_PATH": str(graph_path)}
+        env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests" / "integration"), env.get("PYTHONPATH", "")])
+        self.command = [sys.executable, "-m", "graphrunner", "ui", "--port", str(self.port), *args]
+        self.env = env
+        self.process: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> UiServer:
+        self.process = subprocess.Popen(
+            self.command, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"graphrunner ui exited: {self.process.stdout.read() if self.process.stdout else ''}"
+                )
+            try:
+                if httpx.get(self.url + "/healthcheck", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                time.sleep(0.2)  # polling until the server answers, not a timing assertion
+        self.__exit__(None, None, None)
+        raise RuntimeError("graphrunner ui did not answer /healthcheck")
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=20)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def test_it_refuses_to_start_without_auth() -> None:
+    out = CliRunner().invoke(main, ["ui"], env={"GRAPHRUNNER_REDIS_URL": "redis://127.0.0.1:1/0"})
+    assert out.exit_code == 2
+    assert "needs authentication: give --basic-auth=user:password" in out.stderr
+
+
+def test_no_auth_serves_on_loopback_only() -> None:
+    out = CliRunner().invoke(
+        main,
+        ["ui", "--no-auth", "--address", "0.0.0.0"],
+        env={"GRAPHRUNNER_REDIS_URL": "redis://127.0.0.1:1/0"},
+    )
+    assert out.exit_code == 2
+    assert "--no-auth serves the run explorer on loopback only, not on --address=0.0.0.0" in out.stderr
+
+
+def test_a_malformed_credential_is_refused() -> None:
+    out = CliRunner().invoke(
+        main, ["ui", "--basic-auth", "nopassword"], env={"GRAPHRUNNER_REDIS_URL": "redis://127.0.0.1:1/0"}
+    )
+    assert out.exit_code == 2 and "is not user:password" in out.stderr
+
+
+def test_credentials_are_read_from_the_environment_too() -> None:
+    env = {"GRAPHRUNNER_REDIS_URL": "redis://127.0.0.1:1/0", "GRAPHRUNNER_UI_BASIC_AUTH": "nopassword"}
+    out = CliRunner().invoke(main, ["ui"], env=env)
+    assert out.exit_code == 2 and "'nopassword' is not user:password" in out.stderr
+
+
+def test_no_auth_on_loopback_serves_without_credentials(redis_server: EmbeddedRedis, tmp_path: Path) -> None:
+    with UiServer(redis_server.url, tmp_path, "--no-auth") as server:
+        answer = httpx.get(server.url + "/api/runs", timeout=30)
+        assert answer.status_code == 200 and "runs" in answer.json()
