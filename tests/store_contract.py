@@ -7,7 +7,9 @@ backend runs it: `tests/unit/test_memory_store.py` (MemoryStore) and
 - `make_store`: a fixture returning a factory of stores over one empty backend,
   `make_store(direct=..., retention_seconds=...)`;
 - `queued(store, queue)`: the bodies waiting on a queue of the store's broker, newest first;
-- `freeze_clock(monkeypatch, ms)`: the store stamps what it writes with `ms` from now on.
+- `freeze_clock(monkeypatch, ms)`: the store stamps what it writes with `ms` from now on;
+- `forget_graph(store, content_hash)`: delete a stored definition behind the store's back (as
+  an operator may); `StoreContract` does it for `MemoryStore`, `RedisStoreContract` for Redis.
 
 Every test runs against a store whose sends go straight onto the queues (`direct`) and one
 that keeps them in the run's outbox (`outbox`).
@@ -29,13 +31,17 @@ from graphrunner.store import (
     Created,
     DeadLetter,
     Fence,
+    GraphVersion,
     RedisStore,
     RunPage,
     RunQuery,
     RunSummary,
     Send,
     Store,
+    keys,
 )
+from graphrunner.store.base import VERSIONS_KEPT
+from graphrunner.store.memory_store import MemoryStore
 
 QUEUE = "gr-test-main"
 OTHER = "gr-test-other"
@@ -99,6 +105,11 @@ class StoreContract:
         """Make the store stamp creations, commits and sends with `ms`."""
         raise NotImplementedError
 
+    def forget_graph(self, store: Store, content_hash: str) -> None:
+        """Delete the stored definition of `content_hash`, leaving its index entry."""
+        assert isinstance(store, MemoryStore), "a subclass for another store overrides this"
+        del store.graphs[content_hash]
+
     def created(self, store: Store, snap: RunSnapshot, sends: tuple[Send, ...] = ()) -> RunSnapshot:
         assert store.create_run(snap, "fp", sends) == Created(True)
         return snap
@@ -114,6 +125,39 @@ class StoreContract:
         store.save_graph("h1", {"id": "g/one", "text": "first"})
         store.save_graph("h1", {"id": "g/one", "text": "second"})
         assert store.load_graph("h1") == {"id": "g/one", "text": "first"}
+
+    def test_stored_versions_are_indexed_by_graph_id_newest_first(
+        self, store: Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        assert store.graph_versions("g/one") == []
+        for ms, content_hash, graph_id in ((1, "h1", "g/one"), (2, "h2", "g/one"), (3, "h3", "g/two")):
+            self.freeze_clock(monkeypatch, T0 + ms)
+            store.save_graph(content_hash, {"id": graph_id, "text": content_hash})
+        self.freeze_clock(monkeypatch, T0 + 4)
+        store.save_graph("h1", {"id": "g/one", "text": "again"})  # stored once: keeps its first time
+        store.save_graph("h4", {"text": "no id"})  # stored, indexed under no graph id
+        assert store.graph_versions("g/one") == [GraphVersion("h2", T0 + 2), GraphVersion("h1", T0 + 1)]
+        assert store.graph_versions("g/two") == [GraphVersion("h3", T0 + 3)]
+        assert store.load_graph("h4") == {"text": "no id"}
+
+    def test_the_version_index_keeps_the_newest_versions(
+        self, store: Store, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        for i in range(VERSIONS_KEPT + 2):
+            self.freeze_clock(monkeypatch, T0 + i)
+            store.save_graph(f"h{i:03d}", {"id": "g/busy", "text": str(i)})
+        versions = store.graph_versions("g/busy")
+        assert len(versions) == VERSIONS_KEPT
+        assert versions[0] == GraphVersion(f"h{VERSIONS_KEPT + 1:03d}", T0 + VERSIONS_KEPT + 1)
+        assert versions[-1] == GraphVersion("h002", T0 + 2)
+        assert store.load_graph("h000") == {"id": "g/busy", "text": "0"}  # trimmed from the index only
+
+    def test_an_indexed_version_whose_definition_is_gone_is_marked(self, store: Store) -> None:
+        store.save_graph("h1", {"id": "g/one", "text": "first"})
+        store.save_graph("h2", {"id": "g/one", "text": "second"})
+        self.forget_graph(store, "h1")
+        versions = {v.content_hash: v.stored for v in store.graph_versions("g/one")}
+        assert versions == {"h1": False, "h2": True}
 
     def test_create_run_stores_the_snapshot_and_its_record(self, store: Store) -> None:
         snap = snapshot(inputs={"name": "Ada"}, capabilities=("tool:echo",), concurrency_key="k")
@@ -696,3 +740,7 @@ class RedisStoreContract(StoreContract):
 
     def freeze_clock(self, monkeypatch: pytest.MonkeyPatch, ms: int) -> None:
         monkeypatch.setattr("graphrunner.store.redis_store.now_ms", lambda: ms)
+
+    def forget_graph(self, store: Store, content_hash: str) -> None:
+        assert isinstance(store, RedisStore)
+        store.redis.delete(keys.graph(content_hash))

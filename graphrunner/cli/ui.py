@@ -22,7 +22,18 @@ from graphrunner.cli.common import USAGE_ERROR, fail
     "GRAPHRUNNER_UI_BASIC_AUTH, which keeps passwords out of the process list.",
 )
 @click.option("--no-auth", is_flag=True, help="Serve without authentication, on loopback only.")
-def ui(address: str, port: int, basic_auth: tuple[str, ...], no_auth: bool) -> None:
+@click.option(
+    "--public-url",
+    "public_urls",
+    multiple=True,
+    metavar="URL",
+    envvar="GRAPHRUNNER_UI_PUBLIC_URL",
+    help="Where users reach the explorer through a proxy (https://runs.example.com): its pages' "
+    "cancel and resume are accepted from there too (repeatable; GRAPHRUNNER_UI_PUBLIC_URL).",
+)
+def ui(
+    address: str, port: int, basic_auth: tuple[str, ...], no_auth: bool, public_urls: tuple[str, ...]
+) -> None:
     """Serve the run explorer: runs, a run on its graph, its transcript and state, and a JSON API
     under /api (OpenAPI at /api/openapi.json) to submit, cancel and resume runs.
 
@@ -34,10 +45,11 @@ def ui(address: str, port: int, basic_auth: tuple[str, ...], no_auth: bool) -> N
     """
     from graphrunner.cli.connect import cluster_client
     from graphrunner.ui.app import serve
-    from graphrunner.ui.auth import UiAuthError, check_address, parse_users
+    from graphrunner.ui.auth import UiAuthError, check_address, parse_users, public_origins
 
     try:
         users = parse_users(basic_auth)
+        origins = public_origins(public_urls)
         check_address(address, users=users, no_auth=no_auth)
     except UiAuthError as exc:
         fail(str(exc), USAGE_ERROR)
@@ -48,4 +60,4 @@ def ui(address: str, port: int, basic_auth: tuple[str, ...], no_auth: bool) -> N
     with cluster_client() as client:
         click.echo(f"graphrunner ui: serving on http://{address}:{port}/", err=True)
         with contextlib.suppress(KeyboardInterrupt):
-            serve(client, users, address, port)
+            serve(client, users, address, port, origins)

@@ -1,15 +1,29 @@
 """Storage of runs: the `Store` interface, its Redis implementation and an in-memory one."""
 
-from graphrunner.store.base import Committed, Created, DeadLetter, Fence, Send, Sent, StepEntry, Store, now_ms
+from graphrunner.store.base import (
+    VERSIONS_KEPT,
+    Committed,
+    Created,
+    DeadLetter,
+    Fence,
+    GraphVersion,
+    Send,
+    Sent,
+    StepEntry,
+    Store,
+    now_ms,
+)
 from graphrunner.store.query import Cursor, RunPage, RunQuery, RunSummary
 from graphrunner.store.redis_store import RedisStore
 
 __all__ = [
+    "VERSIONS_KEPT",
     "Committed",
     "Created",
     "Cursor",
     "DeadLetter",
     "Fence",
+    "GraphVersion",
     "RedisStore",
     "RunPage",
     "RunQuery",

@@ -21,6 +21,8 @@ from typing import Any, Protocol
 from graphrunner.engine import RunSnapshot
 from graphrunner.store.query import RunPage, RunQuery, RunSummary
 
+VERSIONS_KEPT = 100  # a graph id's index of stored versions keeps the newest this many
+
 
 def now_ms() -> int:
     """Milliseconds since the epoch: the stores' timestamps and deadlines."""
@@ -33,6 +35,16 @@ class Created:
 
     created: bool
     existing_fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class GraphVersion:
+    """A stored version of a graph: its content hash, when it was first stored (ms), whether its
+    definition is still in the store (graphrunner never deletes one; an operator may)."""
+
+    content_hash: str
+    stored_at: int
+    stored: bool = True
 
 
 @dataclass(frozen=True)
@@ -112,6 +124,8 @@ class RunStore(Protocol):
     def save_graph(self, content_hash: str, definition: dict[str, Any]) -> None: ...
 
     def load_graph(self, content_hash: str) -> dict[str, Any] | None: ...
+
+    def graph_versions(self, graph_id: str) -> list[GraphVersion]: ...
 
     def create_run(
         self, snap: RunSnapshot, fingerprint: str, sends: Sequence[Send] = (), progress: float | None = None

@@ -9,7 +9,8 @@ the shard starts `gr:{<tag>}:`, where `<tag>` is a short string chosen so that t
 slots are spread evenly over the 16,384 slots (and so over the masters). Listing, the
 sweeper and the timer pump read every shard; `RunIndex` says what merging them costs.
 
-Graph definitions, cached results, concurrency keys and the sweeper's lock are global keys.
+Graph definitions and their index by graph id, cached results, concurrency keys and the
+sweeper's lock are global keys.
 """
 
 from __future__ import annotations
@@ -131,6 +132,15 @@ def shard_tags(count: int) -> tuple[str, ...]:
 def graph(content_hash: str) -> str:
     """String: a graph definition (JSON `{text, file, id}`), stored once per content hash."""
     return f"{PREFIX}:graph:{content_hash}"
+
+
+def graph_versions(graph_id: str) -> str:
+    """Sorted set: the content hashes stored for a graph id, scored by when each was first stored (ms).
+
+    The newest `VERSIONS_KEPT` (store/base.py) are kept; a single key on its own slot, written in
+    the same pipeline as the definition, never by a script.
+    """
+    return f"{PREFIX}:versions:{graph_id}"
 
 
 def cache(digest: str) -> str:

@@ -14,12 +14,21 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graphrunner.engine import RunSnapshot
 from graphrunner.engine.snapshot import FINISHED
-from graphrunner.store.base import Committed, Created, Fence, Send, Sent, StepEntry
+from graphrunner.store.base import (
+    VERSIONS_KEPT,
+    Committed,
+    Created,
+    Fence,
+    GraphVersion,
+    Send,
+    Sent,
+    StepEntry,
+)
 from graphrunner.store.base import now_ms as _now_ms  # `now_ms` names an argument below
 from graphrunner.store.memory_aux import MemoryAux
 from graphrunner.store.query import RunPage, RunQuery, RunSummary, page_of
@@ -37,6 +46,12 @@ def _copy(value: dict[str, Any]) -> dict[str, Any]:
     """A deep copy of a JSON object, so nothing read from the store shares what it keeps."""
     copied: dict[str, Any] = json.loads(json.dumps(value))
     return copied
+
+
+def _newest(versions: dict[str, int]) -> list[GraphVersion]:
+    """Indexed versions newest first, as a reversed Redis sorted set orders them (ties by hash)."""
+    ordered = sorted(versions.items(), key=lambda entry: (entry[1], entry[0]), reverse=True)
+    return [GraphVersion(content_hash, at) for content_hash, at in ordered]
 
 
 @dataclass
@@ -60,6 +75,7 @@ class MemoryStore(MemoryAux):
         self.queues: dict[str, list[str]] = defaultdict(list)
         self._bodies: dict[str, str] = {}  # what each message sent carries, by tag
         self.graphs: dict[str, dict[str, Any]] = {}
+        self._versions: dict[str, dict[str, int]] = defaultdict(dict)  # graph id: {content hash: stored at}
         self._runs: dict[str, _Run] = {}  # expired ones stay (unreadable) until pruned, as indexed ids do
         self._outboxes: dict[str, list[Send]] = defaultdict(list)  # by run id, like the run's Redis list
         self._items: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
@@ -76,14 +92,26 @@ class MemoryStore(MemoryAux):
     # -- graphs and runs ---------------------------------------------------------------------------
 
     def save_graph(self, content_hash: str, definition: dict[str, Any]) -> None:
-        """Store a graph definition once per content hash."""
+        """Store a graph definition once per content hash, and index it under its graph id."""
         with self._lock:
             self.graphs.setdefault(content_hash, _copy(definition))
+            graph_id = definition.get("id")
+            if isinstance(graph_id, str):
+                versions = self._versions[graph_id]
+                versions.setdefault(content_hash, _now_ms())
+                for stale in _newest(versions)[VERSIONS_KEPT:]:
+                    del versions[stale.content_hash]
 
     def load_graph(self, content_hash: str) -> dict[str, Any] | None:
         """The stored definition for a content hash (a copy, as a read from Redis is)."""
         stored = self.graphs.get(content_hash)
         return _copy(stored) if stored is not None else None
+
+    def graph_versions(self, graph_id: str) -> list[GraphVersion]:
+        """The versions stored for `graph_id`, newest first (the newest `VERSIONS_KEPT`)."""
+        with self._lock:
+            found = _newest(self._versions.get(graph_id, {}))
+            return [replace(v, stored=v.content_hash in self.graphs) for v in found]
 
     def _run(self, run_id: str) -> _Run | None:
         """The run's record, None when there is none or its retention has passed."""

@@ -21,7 +21,17 @@ from graphrunner.engine import RunSnapshot
 from graphrunner.errors import ConfigurationError
 from graphrunner.settings import is_cluster_url
 from graphrunner.store import keys
-from graphrunner.store.base import Committed, Created, Fence, Send, Sent, StepEntry, now_ms
+from graphrunner.store.base import (
+    VERSIONS_KEPT,
+    Committed,
+    Created,
+    Fence,
+    GraphVersion,
+    Send,
+    Sent,
+    StepEntry,
+    now_ms,
+)
 from graphrunner.store.keys import KeySpace, Shard
 from graphrunner.store.query import RunPage, RunQuery, RunSummary
 from graphrunner.store.redis_aux import (
@@ -92,13 +102,38 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
     # -- graphs ----------------------------------------------------------------------------------
 
     def save_graph(self, content_hash: str, definition: dict[str, Any]) -> None:
-        """Store a graph definition once per content hash."""
-        self._call(lambda: self.redis.set(keys.graph(content_hash), json.dumps(definition), nx=True))
+        """Store a graph definition once per content hash, and index it under its graph id."""
+        graph_id = definition.get("id")
+
+        def write() -> None:  # one round trip; each key on its own slot, so no script
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.set(keys.graph(content_hash), json.dumps(definition), nx=True)
+            if isinstance(graph_id, str):
+                versions = keys.graph_versions(graph_id)
+                pipe.zadd(versions, {content_hash: now_ms()}, nx=True)  # first stored: kept on a retry
+                pipe.zremrangebyrank(versions, 0, -VERSIONS_KEPT - 1)
+            pipe.execute()
+
+        self._call(write)
 
     def load_graph(self, content_hash: str) -> dict[str, Any] | None:
         """The stored definition for a content hash."""
         raw = self._call(lambda: self.redis.get(keys.graph(content_hash)))
         return json.loads(raw) if raw else None
+
+    def graph_versions(self, graph_id: str) -> list[GraphVersion]:
+        """The versions stored for `graph_id`, newest first (the newest `VERSIONS_KEPT`)."""
+
+        def read() -> list[GraphVersion]:
+            key = keys.graph_versions(graph_id)
+            entries = self.redis.zrange(key, 0, VERSIONS_KEPT - 1, desc=True, withscores=True)
+            pipe = self.redis.pipeline(transaction=False)
+            for content_hash, _ in entries:
+                pipe.exists(keys.graph(content_hash))
+            present = pipe.execute() if entries else []
+            return [GraphVersion(h, int(at), bool(n)) for (h, at), n in zip(entries, present, strict=True)]
+
+        return self._call(read)
 
     # -- runs ------------------------------------------------------------------------------------
 

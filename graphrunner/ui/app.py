@@ -26,11 +26,13 @@ class Explorer:
 
     client: Client
     users: Mapping[str, str]
+    origins: tuple[str, ...] = ()  # where the page is served from besides its own address (a proxy's)
     executor: ThreadPoolExecutor = field(default_factory=executor)
 
 
-def make_app(client: Client, users: Mapping[str, str]) -> Application:
-    """The explorer over `client`'s store, for `users` (passwords by user; empty: no auth)."""
+def make_app(client: Client, users: Mapping[str, str], origins: tuple[str, ...] = ()) -> Application:
+    """The explorer over `client`'s store, for `users` (passwords by user; empty: no auth); its
+    actions also accepted from pages served at `origins` (a TLS proxy's `https://host`)."""
     routes = [
         (r"/healthcheck", api.Health),
         (r"/api/openapi.json", api.OpenApi),
@@ -47,7 +49,7 @@ def make_app(client: Client, users: Mapping[str, str]) -> Application:
     ]
     return Application(
         routes,
-        graphrunner=Explorer(client, dict(users)),
+        graphrunner=Explorer(client, dict(users), origins),
         template_path=str(HERE / "templates"),
         static_path=str(HERE / "static"),
         static_handler_class=Static,
@@ -57,12 +59,14 @@ def make_app(client: Client, users: Mapping[str, str]) -> Application:
     )
 
 
-def serve(client: Client, users: Mapping[str, str], address: str, port: int) -> None:
-    """Serve the explorer on `address:port` until interrupted."""
+def serve(
+    client: Client, users: Mapping[str, str], address: str, port: int, origins: tuple[str, ...] = ()
+) -> None:
+    """Serve the explorer on `address:port` until interrupted (`origins`: as for `make_app`)."""
     import asyncio
 
     async def main() -> None:
-        app = make_app(client, users)
+        app = make_app(client, users, origins)
         app.listen(port, address, max_body_size=2 << 20)
         await asyncio.Event().wait()
 

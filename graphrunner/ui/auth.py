@@ -10,6 +10,7 @@ import base64
 import binascii
 import hmac
 from collections.abc import Iterable, Mapping
+from urllib.parse import urlsplit
 
 from graphrunner.errors import ConfigurationError
 
@@ -65,3 +66,15 @@ def basic_user(header: str | None, users: Mapping[str, str]) -> str | None:
         hmac.compare_digest(password, password)  # the same work for an unknown user
         return None
     return user if hmac.compare_digest(password.encode(), expected.encode()) else None
+
+
+def public_origins(urls: Iterable[str]) -> tuple[str, ...]:
+    """The origins (`scheme://host[:port]`) of the URLs users reach the explorer at through a
+    proxy, where its pages may send actions from; raises `UiAuthError` for a URL that is not one."""
+    origins = []
+    for url in urls:
+        parts = urlsplit(url.strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise UiAuthError(f"--public-url {url!r} is not an http:// or https:// URL with a host")
+        origins.append(f"{parts.scheme}://{parts.netloc}")
+    return tuple(origins)

@@ -78,7 +78,7 @@ class Base(RequestHandler):
             self._guard_action()
 
     def _guard_action(self) -> None:
-        own = f"{self.request.protocol}://{self.request.host}"
+        own = (f"{self.request.protocol}://{self.request.host}", *self.explorer.origins)
         refused = cross_site(self.request.headers, own)
         if refused:
             raise ApiError(403, "CrossSiteRequest", refused)

@@ -14,25 +14,26 @@ A producer in another language (no cookies, no `Origin`) needs only its credenti
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from urllib.parse import urlsplit
 
 SAFE_SITES = ("same-origin", "none")
 JSON = "application/json"
 
 
-def cross_site(headers: Mapping[str, str], own_origin: str) -> str | None:
-    """Why a request looks cross-site (a message), or None when nothing says it is."""
+def cross_site(headers: Mapping[str, str], own_origins: Collection[str]) -> str | None:
+    """Why a request looks cross-site (a message), or None when nothing says it is; `own_origins`
+    are where the page is served from (this server's address, and a proxy's in front of it)."""
     site = headers.get("Sec-Fetch-Site")
     if site is not None and site not in SAFE_SITES:
         return f"cross-site request refused (Sec-Fetch-Site: {site})"
     origin = headers.get("Origin")
     if origin is not None:
-        return None if origin == own_origin else f"cross-site request refused (Origin: {origin})"
+        return None if origin in own_origins else f"cross-site request refused (Origin: {origin})"
     referer = headers.get("Referer")
     if referer:
         parts = urlsplit(referer)
-        if f"{parts.scheme}://{parts.netloc}" != own_origin:
+        if f"{parts.scheme}://{parts.netloc}" not in own_origins:
             return "cross-site request refused (Referer from another site)"
     return None
 

@@ -193,7 +193,7 @@ def document() -> dict[str, Any]:
             },
             "/api/graphs/{graph_id}": {
                 "get": {
-                    "summary": "The versions of a graph its recent runs use, and those runs",
+                    "summary": "The stored versions of a graph (newest first) and its recent runs",
                     "parameters": [
                         {"name": "graph_id", "in": "path", "required": True, "schema": {"type": "string"}}
                     ],

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from graphrunner.errors import GraphNotFound, InvalidRunQuery, RunNotFound
-from graphrunner.ui.views import capped, run_view, steps_view, summary_view
+from graphrunner.ui.views import capped, run_view, steps_view, summary_view, version_view
 
 if TYPE_CHECKING:
     from graphrunner.client import Client
@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from graphrunner.graph import Graph
 
 MAX_STEPS_PAGE = 500
-RUNS_FOR_VERSIONS = 50  # a graph's versions are those its most recent runs are pinned to
+RUNS_FOR_VERSIONS = 50  # runs counted per version, and versions found by runs (stored before the index)
+VERSIONS_DRAWN = 10  # the graph page draws the newest stored versions, this many; the others are listed
 
 
 class StateKeyNotFound(RunNotFound):
@@ -98,37 +99,46 @@ def run_page(client: Client, run_id: str, after: str | None) -> RunPageData:
 
 
 def graph_json(client: Client, graph_id: str, drawn: bool = False) -> dict[str, Any]:
-    """`/api/graphs/<id>`: the versions its recent runs are pinned to (stored or pruned), and
-    those runs; with `drawn`, each stored version as an SVG."""
+    """`/api/graphs/<id>`: the graph's versions and its recent runs; with `drawn`, the newest
+    `VERSIONS_DRAWN` stored versions as SVG.
+
+    The versions are those the store's index lists (newest first, the newest `VERSIONS_KEPT`),
+    then those only its recent runs are pinned to (stored before the index existed: `indexed`
+    false, `stored_at` null); each says whether its definition is still stored."""
     page = client.list_page(graph_id, limit=RUNS_FOR_VERSIONS)
-    versions: dict[str, dict[str, Any]] = {}
+    versions = {v.content_hash: version_view(v) for v in client.store.graph_versions(graph_id)}
     for summary in page.runs:
         snap = client.store.load_run(summary.run_id)
         if snap is None:
             continue
-        version = versions.setdefault(snap.graph_hash, {"graph_hash": snap.graph_hash, "runs": 0})
+        version = versions.setdefault(snap.graph_hash, version_view(None, snap.graph_hash))
         version["runs"] += 1
-        version.setdefault("last_run_at", summary.created_at)
+        version["last_run_at"] = version["last_run_at"] or summary.created_at
     if not versions:
-        raise GraphNotFound(f"no runs of graph {graph_id!r} in the store")
+        raise GraphNotFound(f"no stored versions or runs of graph {graph_id!r} in the store")
+    to_draw = VERSIONS_DRAWN if drawn else 0
     for version in versions.values():
-        version.update(_version(client, version["graph_hash"], drawn))
+        version.update(_version(client, version, to_draw > 0))
+        to_draw -= bool(version.get("svg"))
     return {
         "graph_id": graph_id,
         "versions": list(versions.values()),
+        "versions_drawn": VERSIONS_DRAWN if drawn else 0,
         "runs": [summary_view(r) for r in page.runs[:20]],
     }
 
 
-def _version(client: Client, content_hash: str, drawn: bool) -> dict[str, Any]:
+def _version(client: Client, version: Mapping[str, Any], draw: bool) -> dict[str, Any]:
     from graphrunner.loading import parse_spec
     from graphrunner.render import render
 
-    stored = client.store.load_graph(content_hash) if content_hash else None
+    content_hash = version["graph_hash"]
+    known_gone = version.get("stored") is False  # the index says so: no read
+    stored = client.store.load_graph(content_hash) if content_hash and not known_gone else None
     if stored is None:
         return {"stored": False, "text": None}
     view: dict[str, Any] = {"stored": True, "text": capped(stored.get("text")), "file": stored.get("file")}
-    if drawn:
+    if draw:
         view["svg"] = _inline(
             render(parse_spec(str(stored["text"]), stored.get("file"), stored.get("id")), "svg")
         )

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from graphrunner.engine import RunSnapshot
-from graphrunner.store import RunSummary
+from graphrunner.store import GraphVersion, RunSummary
 
 VALUE_CHARS = 4000  # a value's JSON longer than this is shown as a preview
 PREVIEW_CHARS = 400
@@ -82,6 +82,27 @@ def summary_view(run: RunSummary) -> dict[str, Any]:
         "step_count": run.step,
         "created_at": run.created_at,
         "updated_at": run.updated_at,
+    }
+
+
+def version_view(version: GraphVersion | None, content_hash: str = "") -> dict[str, Any]:
+    """A version of a graph as the store's index lists it, or (None) as only a run names it; its
+    runs are counted in by the caller."""
+    if version is None:
+        return {
+            "graph_hash": content_hash,
+            "stored_at": None,
+            "indexed": False,
+            "runs": 0,
+            "last_run_at": None,
+        }
+    return {
+        "graph_hash": version.content_hash,
+        "stored_at": version.stored_at,
+        "indexed": True,
+        "stored": version.stored,
+        "runs": 0,
+        "last_run_at": None,
     }
 
 

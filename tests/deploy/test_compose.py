@@ -1,5 +1,6 @@
 """docker-compose.yml and .env.example: valid against the Compose Specification, and the
-deployment the issue asks for (AOF Redis, scalable workers, one beat, Flower behind auth)."""
+deployment the issue asks for (AOF Redis, scalable workers, one beat, Flower and the run explorer
+behind auth)."""
 
 from __future__ import annotations
 
@@ -111,9 +112,36 @@ def test_flower_gets_its_auth_from_the_environment() -> None:
         load_compose(env)
 
 
+def test_the_run_explorer_gets_its_users_from_the_environment() -> None:
+    ui = load_compose()["services"]["ui"]
+    assert command_of(ui) == ["graphrunner", "ui", "--address=0.0.0.0", "--port=8808"]
+    users = read_env_file()["GRAPHRUNNER_UI_BASIC_AUTH"]
+    assert ui["environment"]["GRAPHRUNNER_UI_BASIC_AUTH"] == users
+    assert not any(a.startswith(("--basic-auth", "--no-auth")) for a in command_of(ui))
+    env = {k: v for k, v in read_env_file().items() if k != "GRAPHRUNNER_UI_BASIC_AUTH"}
+    with pytest.raises(MissingVariable, match="GRAPHRUNNER_UI_BASIC_AUTH"):
+        load_compose(env)
+
+
+def test_the_run_explorer_is_published_and_checks_its_open_health_endpoint() -> None:
+    env = read_env_file()
+    ui = load_compose()["services"]["ui"]
+    assert ui["ports"] == [f"{env['GRAPHRUNNER_UI_PORT']}:8808"]
+    assert load_compose({**env, "GRAPHRUNNER_UI_PORT": ""})["services"]["ui"]["ports"] == ["8808:8808"]
+    test = ui["healthcheck"]["test"]
+    assert test[:2] == ["CMD", "python"]
+    assert "'http://127.0.0.1:8808/healthcheck'" in test[-1]
+    assert ui["depends_on"]["redis"]["condition"] == "service_healthy"
+    assert (
+        ui["environment"]["GRAPHRUNNER_REDIS_URL"]
+        == load_compose()["services"]["worker"]["environment"]["GRAPHRUNNER_REDIS_URL"]
+    )
+    assert ui.get("deploy", {}).get("replicas", 1) == 1
+
+
 def test_every_graphrunner_service_turns_task_events_on() -> None:
     services = load_compose()["services"]
-    for name in ("worker", "beat", "flower", "producer"):
+    for name in ("worker", "beat", "flower", "ui", "producer"):
         assert services[name]["environment"]["GRAPHRUNNER_TASK_EVENTS"] == "1", name
 
 
@@ -133,8 +161,10 @@ def test_no_secret_is_committed() -> None:
     raw = yaml.safe_load(COMPOSE.read_text())["services"]  # before interpolation
     secrets = [
         raw["flower"]["environment"]["FLOWER_BASIC_AUTH"],
+        raw["ui"]["environment"]["GRAPHRUNNER_UI_BASIC_AUTH"],
         raw["redis"]["environment"]["REDISCLI_AUTH"],
         raw["redis"]["command"][raw["redis"]["command"].index("--requirepass") + 1],
         raw["worker"]["environment"]["GRAPHRUNNER_REDIS_URL"],
     ]
-    assert all("${REDIS_PASSWORD" in s or "${FLOWER_BASIC_AUTH" in s for s in secrets), secrets
+    variables = ("${REDIS_PASSWORD", "${FLOWER_BASIC_AUTH", "${GRAPHRUNNER_UI_BASIC_AUTH")
+    assert all(any(v in s for v in variables) for s in secrets), secrets

@@ -383,3 +383,61 @@ def test_flower_no_auth_serves_on_loopback_with_a_warning(
     local = {line.split()[1] for line in listening if line.split()[3] == "0A"}  # LISTEN
     assert f"0100007F:{port:04X}" in local  # 127.0.0.1
     assert f"00000000:{port:04X}" not in local  # not 0.0.0.0
+
+
+def _wait_healthy(base: str, service: Service, timeout: float = 60) -> bytes:
+    """The body of `/healthcheck` once it answers 200 (the server has started)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            status, body = _get(f"{base}/healthcheck")
+            if status == 200:
+                return body
+        except OSError:
+            pass
+        assert time.monotonic() < deadline and service.proc.poll() is None, service.text()[-3000:]
+        time.sleep(0.3)
+
+
+def test_the_run_explorer_as_composed_opens_only_its_health_check_without_a_login(
+    private_redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
+) -> None:
+    import json
+
+    from graphrunner.embedded import free_port
+
+    port = free_port()
+    argv = [a if not a.startswith("--port=") else f"--port={port}" for a in argv_of("ui")]
+    env = service_env("ui", private_redis.url)
+    auth = env["GRAPHRUNNER_UI_BASIC_AUTH"].split(",")[0]
+    assert "--basic-auth" not in " ".join(argv)  # the users come from the environment only
+    ui = Service(argv, env, tmp_path / "ui.log")
+    started.append(ui)
+    base = f"http://127.0.0.1:{port}"
+    assert _wait_healthy(base, ui).strip() == b"OK"
+    for path in ("/api/runs", "/", "/api/openapi.json", "/graphs/examples/hello"):
+        assert _get(base + path)[0] == 401, path
+        assert _get(base + path, "ops:wrong")[0] == 401, path
+        assert _get(base + path, "nobody:" + auth.partition(":")[2])[0] == 401, path
+    with client_of(private_redis) as client:  # no worker: the run stays pending, in the store
+        run_id = client.submit(ROOT / "graphs" / "hello.yaml", {"name": "Ada"}).id
+    status, body = _get(base + "/api/runs", auth)
+    assert status == 200
+    assert [r["run_id"] for r in json.loads(body)["runs"]] == [run_id]
+    # the compose health check itself, pointed at this port, exits 0
+    healthcheck = load_compose()["services"]["ui"]["healthcheck"]["test"]
+    assert healthcheck[:2] == ["CMD", "python"]
+    probe = [sys.executable, *(a.replace("127.0.0.1:8808", f"127.0.0.1:{port}") for a in healthcheck[2:])]
+    answer = subprocess.run(probe, capture_output=True, text=True, timeout=60, check=False)
+    assert answer.returncode == 0, answer.stderr
+    ui.stop()
+    assert subprocess.run(probe, capture_output=True, timeout=60, check=False).returncode != 0
+
+
+def test_the_run_explorer_as_composed_refuses_to_start_without_its_users(
+    private_redis: EmbeddedRedis,
+) -> None:
+    env = {k: v for k, v in service_env("ui", private_redis.url).items() if k != "GRAPHRUNNER_UI_BASIC_AUTH"}
+    result = subprocess.run(argv_of("ui"), env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "the run explorer needs authentication" in result.stderr

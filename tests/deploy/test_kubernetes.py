@@ -131,6 +131,7 @@ def test_deploy_holds_the_expected_manifests() -> None:
         "worker.yaml",
         "beat.yaml",
         "flower.yaml",
+        "ui.yaml",
         "keda-scaledobject.yaml",
         "hpa-cpu.yaml",
         "pdb.yaml",
@@ -395,30 +396,62 @@ def test_keda_reads_a_secret_that_exists() -> None:
         assert ref["key"] in one("Secret", ref["name"])["stringData"]
 
 
-def test_flower_gets_its_login_from_the_secret() -> None:
-    flower = container(one("Deployment", "graphrunner-flower"), "flower")
+# (Deployment and Service, container, the variable holding its login, its port)
+WEB_UIS = [
+    ("graphrunner-flower", "flower", "FLOWER_BASIC_AUTH", 5555),
+    ("graphrunner-ui", "ui", "GRAPHRUNNER_UI_BASIC_AUTH", 8808),
+]
+
+
+@pytest.mark.parametrize(("name", "container_name", "variable", "port"), WEB_UIS, ids=lambda v: str(v))
+def test_the_web_uis_get_their_login_from_the_secret(
+    name: str, container_name: str, variable: str, port: int
+) -> None:
+    web = container(one("Deployment", name), container_name)
     from_env = [
         v["valueFrom"]["secretKeyRef"]
-        for v in flower.get("env", [])
-        if v["name"] == "FLOWER_BASIC_AUTH" and "secretKeyRef" in v.get("valueFrom", {})
+        for v in web.get("env", [])
+        if v["name"] == variable and "secretKeyRef" in v.get("valueFrom", {})
     ]
-    from_env_from = [s["secretRef"]["name"] for s in flower.get("envFrom", []) if "secretRef" in s]
+    from_env_from = [s["secretRef"]["name"] for s in web.get("envFrom", []) if "secretRef" in s]
     assert from_env or from_env_from
     for ref in from_env:
+        assert ref["key"] == variable
         assert ref["key"] in one("Secret", ref["name"])["stringData"]
-    for name in from_env_from:
-        assert "FLOWER_BASIC_AUTH" in one("Secret", name)["stringData"]
-    assert [v for v in flower.get("env", []) if v["name"] == "FLOWER_BASIC_AUTH" and "value" in v] == []
+    for secret_name in from_env_from:
+        assert variable in one("Secret", secret_name)["stringData"]
+    assert [v for v in web.get("env", []) if v["name"] == variable and "value" in v] == []
+    assert not [a for a in web["args"] if a.startswith(("--basic-auth", "--no-auth"))]
 
 
-def test_flower_probes_its_unauthenticated_health_endpoint_on_its_port() -> None:
-    flower = container(one("Deployment", "graphrunner-flower"), "flower")
-    assert "--port=5555" in flower["args"]
+@pytest.mark.parametrize(("name", "container_name", "variable", "port"), WEB_UIS, ids=lambda v: str(v))
+def test_the_web_uis_probe_their_unauthenticated_health_endpoint_on_their_port(
+    name: str, container_name: str, variable: str, port: int
+) -> None:
+    deployment = one("Deployment", name)
+    web = container(deployment, container_name)
+    assert f"--port={port}" in web["args"] and "--address=0.0.0.0" in web["args"]
+    assert [p["containerPort"] for p in web["ports"]] == [port]
     for probe_name in ("livenessProbe", "readinessProbe"):
-        assert flower[probe_name]["httpGet"] == {"path": "/healthcheck", "port": 5555}
-    service = one("Service", "graphrunner-flower")
+        assert web[probe_name]["httpGet"] == {"path": "/healthcheck", "port": port}
+    assert deployment["spec"]["replicas"] == 1
+    assert web["resources"]["requests"] and web["resources"]["limits"]
+    service = one("Service", name)
     assert service["spec"]["type"] == "ClusterIP"
-    assert [p["port"] for p in service["spec"]["ports"]] == [5555]
+    assert [p["port"] for p in service["spec"]["ports"]] == [port]
+    assert service["spec"]["selector"].items() <= pod_labels(deployment).items()
+    assert [p["targetPort"] for p in service["spec"]["ports"]] == [p["name"] for p in web["ports"]]
+
+
+def test_the_run_explorer_runs_like_flower() -> None:
+    """ui.yaml is flower.yaml for another command: the same pod and container security."""
+    flower, ui = one("Deployment", "graphrunner-flower"), one("Deployment", "graphrunner-ui")
+    assert pod_spec(ui)["securityContext"] == pod_spec(flower)["securityContext"]
+    assert pod_spec(ui)["automountServiceAccountToken"] is False
+    flower_c, ui_c = container(flower, "flower"), container(ui, "ui")
+    assert ui_c["securityContext"] == flower_c["securityContext"]
+    assert ui_c["envFrom"] == flower_c["envFrom"]
+    assert ui_c["args"][:2] == ["graphrunner", "ui"]
 
 
 @pytest.mark.parametrize("service", objects("Service"), ids=lambda s: s["metadata"]["name"])
@@ -501,7 +534,7 @@ SUBCOMMANDS = sorted({line[1] for line in graphrunner_commands()})
 
 
 def test_the_manifests_run_the_expected_subcommands() -> None:
-    assert SUBCOMMANDS == ["beat", "flower", "ping", "worker"]
+    assert SUBCOMMANDS == ["beat", "flower", "ping", "ui", "worker"]
 
 
 def known_options(subcommand: str) -> set[str]:

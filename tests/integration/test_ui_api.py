@@ -263,13 +263,48 @@ def test_a_run_whose_graph_version_was_pruned(
     assert page.status_code == 200 and "which is no longer in the store" in page.text
     assert "Transcript" in page.text and "<svg" not in page.text
     graph = http.get(f"/api/graphs/{graph_id}").json()
-    assert graph["versions"] == [
-        {
-            "graph_hash": content_hash,
-            "runs": 1,
-            "last_run_at": graph["runs"][0]["created_at"],
-            "stored": False,
-            "text": None,
-        }
-    ]
+    [version] = graph["versions"]
+    assert isinstance(version["stored_at"], int)
+    assert version == {
+        "graph_hash": content_hash,
+        "stored_at": version["stored_at"],
+        "indexed": True,
+        "runs": 1,
+        "last_run_at": graph["runs"][0]["created_at"],
+        "stored": False,
+        "text": None,
+    }
     assert "no longer in the store (pruned)" in http.get(f"/graphs/{graph_id}").text
+
+
+def test_the_graph_lists_every_stored_version(
+    http: httpx.Client, graphs: Path, cluster: Client, redis_server: EmbeddedRedis
+) -> None:
+    graph_id = unique("ui/versions")
+    run = cluster.submit(str(graph_file(graphs, HELLO, graph_id)), {"name": "Ada"})
+    assert run.wait(timeout=WAIT).status == "completed"
+    old_hash = run.snapshot().graph_hash
+    newer = parse_graph(
+        textwrap.dedent(HELLO.replace("Hello", "Hi").format(graph_id=graph_id)), file="hi.yaml"
+    )
+    cluster.cluster.graphs.put(newer)  # stored as a submission stores it, after the run; never run
+    shown = http.get(f"/api/graphs/{graph_id}").json()
+    assert [v["graph_hash"] for v in shown["versions"]] == [newer.content_hash, old_hash]
+    new, old = shown["versions"]
+    assert new["indexed"] and new["stored"] and new["runs"] == 0 and new["last_run_at"] is None
+    assert "Hi, " in new["text"] and "svg" not in new
+    assert old["indexed"] and old["stored"] and old["runs"] == 1 and old["stored_at"] < new["stored_at"]
+    assert old["last_run_at"] == shown["runs"][0]["created_at"] and [r["run_id"] for r in shown["runs"]] == [
+        run.id
+    ]
+    with redis.Redis.from_url(redis_server.url) as client:  # as if stored before versions were indexed
+        assert client.zrem(keys.graph_versions(graph_id), old_hash) == 1
+    shown = http.get(f"/api/graphs/{graph_id}").json()
+    assert [(v["graph_hash"], v["indexed"]) for v in shown["versions"]] == [
+        (newer.content_hash, True),
+        (old_hash, False),
+    ]
+    assert shown["versions"][1]["stored_at"] is None and shown["versions"][1]["runs"] == 1
+    page = http.get(f"/graphs/{graph_id}")
+    assert page.status_code == 200 and page.text.count("<svg") == 2
+    assert "Stored before versions were indexed" in page.text

@@ -18,6 +18,7 @@ import httpx
 from click.testing import CliRunner
 
 from graphrunner.cli import main
+from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,3 +121,35 @@ def test_no_auth_on_loopback_serves_without_credentials(redis_server: EmbeddedRe
     with UiServer(redis_server.url, tmp_path, "--no-auth") as server:
         answer = httpx.get(server.url + "/api/runs", timeout=30)
         assert answer.status_code == 200 and "runs" in answer.json()
+
+
+def test_a_public_url_lets_pages_served_through_a_proxy_act(
+    redis_server: EmbeddedRedis, cluster: Client, tmp_path: Path
+) -> None:
+    """Behind a TLS proxy the page's origin is `https://host`, not the server's own address."""
+    graph = tmp_path / "parked.yaml"
+    graph.write_text(
+        f"id: {unique('ui/parked')}\nconfig: {{start: wait}}\n"
+        "nodes: {wait: {type: pause, message: later, next: done}, done: {type: return}}\n"
+    )
+    run = cluster.submit(str(graph))
+    assert run.wait(timeout=60).status == "paused"
+    public = ("--public-url", "https://runs.example.com/explorer", "--basic-auth", f"{USER}:{PASSWORD}")
+    with UiServer(redis_server.url, tmp_path, *public) as server:
+        url = f"{server.url}/api/runs/{run.id}/cancel"
+        for origin in ("https://evil.example", "http://runs.example.com"):
+            headers = auth_header() | {"Origin": origin}
+            assert httpx.post(url, json={}, headers=headers, timeout=30).status_code == 403, origin
+        assert run.status() == "paused"
+        headers = auth_header() | {"Origin": "https://runs.example.com"}
+        assert httpx.post(url, json={}, headers=headers, timeout=30).status_code == 200
+    assert run.wait(timeout=60).status == "cancelled"
+
+
+def test_a_public_url_that_is_not_one_is_refused() -> None:
+    env = {"GRAPHRUNNER_REDIS_URL": "redis://127.0.0.1:1/0"}
+    out = CliRunner().invoke(main, ["ui", "--no-auth", "--public-url", "runs.example.com"], env=env)
+    assert (
+        out.exit_code == 2
+        and "--public-url 'runs.example.com' is not an http:// or https:// URL" in out.stderr
+    )
