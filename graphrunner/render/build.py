@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from graphrunner.model import END, AnyNode, GraphSpec, ReturnNode
 from graphrunner.render.diagram import (
@@ -19,7 +19,6 @@ from graphrunner.render.diagram import (
     Diagram,
     DiagramEdge,
     DiagramNode,
-    EdgeKind,
     RunInfo,
     safe_id,
 )
@@ -28,19 +27,6 @@ from graphrunner.render.trace import ENDED, RunTrace
 
 MAX_NODES = 200  # graph nodes drawn; Mermaid's own limit is 500 edges
 MAX_BRANCHES = 16  # branches of one node drawn
-
-
-@dataclass(frozen=True)
-class _Edge:
-    """An edge while the diagram is built."""
-
-    source: str
-    target: str
-    kind: EdgeKind
-    label: str | None = None
-    title: str = ""
-    taken: bool = False
-    element_id: str = ""
 
 
 def build_diagram(
@@ -61,62 +47,61 @@ def build_diagram(
     run = None if trace is None else RunInfo(trace.run_id, trace.status)
     if trace is not None and not trace.complete:
         notes.append(f"only the first {trace.records_read} transcript records were read")
-    edges_out = tuple(
-        DiagramEdge(e.element_id, e.source, e.target, e.kind, e.label, e.title, e.taken) for e in edges
-    )
-    return Diagram(spec.id, nodes, edges_out, run, tuple(notes))
+    return Diagram(spec.id, nodes, tuple(edges), run, tuple(notes))
 
 
-def _static_edges(spec: GraphSpec) -> list[_Edge]:
+def _static_edges(spec: GraphSpec) -> list[DiagramEdge]:
     """The start edge, then every node's branches, on_error and end edges, in spec order."""
-    out = [_Edge(START, spec.config.start, "start", title="the run begins")] if spec.config.start else []
+    out = (
+        [DiagramEdge(START, spec.config.start, "start", title="the run begins")] if spec.config.start else []
+    )
     for name, node in spec.nodes.items():
         out.extend(_node_edges(name, node))
     return out
 
 
-def _node_edges(name: str, node: AnyNode) -> list[_Edge]:
+def _node_edges(name: str, node: AnyNode) -> list[DiagramEdge]:
     if isinstance(node, ReturnNode):
-        return [_Edge(name, END, "end", title=f"{name} returns: the run ends")]
+        return [DiagramEdge(name, END, "end", title=f"{name} returns: the run ends")]
     out = []
     if node.next is None:
-        out.append(_Edge(name, END, "end", title=f"{name} has no next: the run ends"))
+        out.append(DiagramEdge(name, END, "end", title=f"{name} has no next: the run ends"))
     elif node.next.branches:
         conditional = any(b.when is not None for b in node.next.branches)
         for b in node.next.branches:
             cond = condition_text(b.when) if b.when is not None else None
             label = clip(cond) if cond is not None else ("default" if conditional else None)
             title = f"{name} → {b.to}" + (f" when {clip(cond, MAX_TITLE)}" if cond else "")
-            out.append(_Edge(name, b.to, "next", label, title))
+            out.append(DiagramEdge(name, b.to, "next", label, title))
     on_error = getattr(node, "on_error", None)
     if on_error:
-        out.append(_Edge(name, on_error, "on_error", "on_error", f"{name} fails → {on_error}"))
+        out.append(DiagramEdge(name, on_error, "on_error", "on_error", f"{name} fails → {on_error}"))
     return out
 
 
-def _dynamic_edges(spec: GraphSpec, trace: RunTrace | None) -> list[_Edge]:
+def _dynamic_edges(spec: GraphSpec, trace: RunTrace | None) -> list[DiagramEdge]:
     """Transitions the run took that no static edge explains (a routing function's choices)."""
     if trace is None:
         return []
     static = {(e.source, e.target) for e in _static_edges(spec)}
     seen = sorted({(a, b) for a, b, kind in trace.transitions if kind is not None} - static)
     title = "{} → {}, chosen as the run ran"
-    return [_Edge(a, b, "dynamic", None, title.format(a, b)) for a, b in seen if a in spec.nodes]
+    return [DiagramEdge(a, b, "dynamic", None, title.format(a, b)) for a, b in seen if a in spec.nodes]
 
 
-def _to_missing(edge: _Edge, spec: GraphSpec) -> _Edge:
+def _to_missing(edge: DiagramEdge, spec: GraphSpec) -> DiagramEdge:
     """An edge to a name that is no node, pointed at the missing-node marker of that name."""
     if edge.target in spec.nodes or edge.target == END:
         return edge
     return replace(edge, target=MISSING_PREFIX + edge.target)
 
 
-def _mark(edge: _Edge, spec: GraphSpec, trace: RunTrace | None) -> _Edge:
+def _mark(edge: DiagramEdge, spec: GraphSpec, trace: RunTrace | None) -> DiagramEdge:
     """`edge`, marked taken if the run went along it."""
     return replace(edge, taken=_taken(edge, spec, trace)) if trace is not None else edge
 
 
-def _taken(edge: _Edge, spec: GraphSpec, trace: RunTrace) -> bool:
+def _taken(edge: DiagramEdge, spec: GraphSpec, trace: RunTrace) -> bool:
     if edge.kind == "start":
         return trace.visits.get(edge.target, 0) > 0
     if edge.kind == "on_error":
@@ -128,7 +113,7 @@ def _taken(edge: _Edge, spec: GraphSpec, trace: RunTrace) -> bool:
     return trace.taken(edge.source, edge.target, None)
 
 
-def _cap_branches(edges: list[_Edge], limit: int, notes: list[str]) -> list[_Edge]:
+def _cap_branches(edges: list[DiagramEdge], limit: int, notes: list[str]) -> list[DiagramEdge]:
     """At most `limit` next edges per node, plus the ones the run took."""
     counts: dict[str, int] = {}
     out = []
@@ -143,7 +128,7 @@ def _cap_branches(edges: list[_Edge], limit: int, notes: list[str]) -> list[_Edg
 
 
 def _shown_nodes(
-    spec: GraphSpec, edges: list[_Edge], trace: RunTrace | None, limit: int, notes: list[str]
+    spec: GraphSpec, edges: list[DiagramEdge], trace: RunTrace | None, limit: int, notes: list[str]
 ) -> list[str]:
     """The graph nodes drawn, in spec order: all of them, or the first `limit` by priority."""
     if len(spec.nodes) <= limit:
@@ -156,7 +141,7 @@ def _shown_nodes(
     return [n for n in spec.nodes if n in kept]
 
 
-def _reach_order(spec: GraphSpec, edges: list[_Edge]) -> dict[str, int]:
+def _reach_order(spec: GraphSpec, edges: list[DiagramEdge]) -> dict[str, int]:
     """Nodes numbered in the order a breadth-first walk from `start` meets them, then the rest."""
     succ: dict[str, list[str]] = {}
     for e in edges:
@@ -174,10 +159,10 @@ def _reach_order(spec: GraphSpec, edges: list[_Edge]) -> dict[str, int]:
     return order
 
 
-def _redirect(edges: list[_Edge], spec: GraphSpec, shown: list[str]) -> list[_Edge]:
+def _redirect(edges: list[DiagramEdge], spec: GraphSpec, shown: list[str]) -> list[DiagramEdge]:
     """Edges into graph nodes not drawn go to the more node (one per source); edges out of them go."""
     left_out = set(spec.nodes) - set(shown)
-    out: list[_Edge] = []
+    out: list[DiagramEdge] = []
     into_more: dict[str, int] = {}
     for edge in edges:
         if edge.source in left_out:
@@ -195,7 +180,7 @@ def _redirect(edges: list[_Edge], spec: GraphSpec, shown: list[str]) -> list[_Ed
 
 
 def _nodes(
-    spec: GraphSpec, shown: list[str], edges: list[_Edge], trace: RunTrace | None
+    spec: GraphSpec, shown: list[str], edges: list[DiagramEdge], trace: RunTrace | None
 ) -> tuple[DiagramNode, ...]:
     """The start marker, the drawn graph nodes, missing targets, the more node and the end marker."""
     targets = [e.target for e in edges]
@@ -236,7 +221,7 @@ def _paint(node: DiagramNode, trace: RunTrace | None) -> DiagramNode:
     return replace(node, visits=visits, current=current, failed=failed, title=title)
 
 
-def _numbered(edges: Iterable[_Edge]) -> list[_Edge]:
+def _numbered(edges: Iterable[DiagramEdge]) -> list[DiagramEdge]:
     """Edges with their element ids, given before anything is left out so that they stay stable:
     `edge-start`, and `edge-SOURCE-N` for the N-th edge out of SOURCE (a run's own routes last)."""
     counts: dict[str, int] = {}

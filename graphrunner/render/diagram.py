@@ -50,15 +50,16 @@ class DiagramNode:
 
 @dataclass(frozen=True)
 class DiagramEdge:
-    """One arrow from `source` to `target` (node names, or the markers' names)."""
+    """One arrow from `source` to `target` (node names, or the markers' names); its `element_id`
+    is given once every edge of the graph is known (`build`)."""
 
-    element_id: str
     source: str
     target: str
     kind: EdgeKind
     label: str | None = None
     title: str = ""
     taken: bool = False
+    element_id: str = ""
 
     @property
     def style(self) -> LineStyle:
