@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup chromium demo lint typecheck test unit clean
+.PHONY: setup test-packages demo lint typecheck test unit clean
 
 $(BIN)/graphrunner: pyproject.toml workers/example_tools/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,14 +14,15 @@ $(BIN)/graphrunner: pyproject.toml workers/example_tools/pyproject.toml
 
 setup: $(BIN)/graphrunner          ## create .venv and install graphrunner with the dev extra
 
-chromium:                          ## Debian's chromium for the run explorer's browser tests (only `test` needs it)
-	@if [ ! -x /usr/bin/chromium ]; then \
+test-packages:                     ## Debian's chromium (browser tests) and graphviz (DOT tests); only `test` needs them
+	@missing=""; [ -x /usr/bin/chromium ] || missing=" chromium"; command -v dot >/dev/null || missing="$$missing graphviz"; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get install -y --no-install-recommends chromium || \
-	      { apt-get update && apt-get install -y --no-install-recommends chromium; }; \
+	    apt-get install -y --no-install-recommends $$missing || \
+	      { apt-get update && apt-get install -y --no-install-recommends $$missing; }; \
 	  else \
-	    echo "error: /usr/bin/chromium is missing; the browser tests need it:" \
-	         "run 'sudo apt-get install -y --no-install-recommends chromium'" >&2; exit 1; \
+	    echo "error: the tests need Debian's$$missing:" \
+	         "run 'sudo apt-get install -y --no-install-recommends$$missing'" >&2; exit 1; \
 	  fi; \
 	fi
 
@@ -39,7 +40,7 @@ typecheck: setup                   ## mypy, strict, on the package and the examp
 unit: setup                        ## the unit tests only (no Redis, no Celery)
 	$(BIN)/pytest tests/unit
 
-test: lint typecheck chromium      ## everything CI runs: lint, types, the whole test suite
+test: lint typecheck test-packages ## everything CI runs: lint, types, the whole test suite
 	$(BIN)/pytest
 
 clean:

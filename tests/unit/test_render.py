@@ -1,6 +1,6 @@
 """`graphrunner render` and `graphrunner.render`: graphs as Mermaid, DOT and SVG, runs painted on them.
 
-DOT is checked with pydot's parser (no Graphviz binary needed), SVG with an XML parser.
+DOT is parsed with pydot and laid out by Graphviz's `dot` (make test installs it), SVG checked with an XML parser.
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 import warnings
@@ -705,3 +706,39 @@ def test_render_command_loads_no_cluster_module() -> None:
 
 def test_graph_draw_mermaid_is_typed_on_graph() -> None:
     assert Graph.draw_mermaid.__annotations__["return"] == "str"
+
+
+# --- Graphviz itself takes the DOT -------------------------------------------------------------------
+
+HOSTILE = """
+id: 'demo/"odd" <id> & \\\\'
+config: {start: a}
+nodes:
+  a:
+    type: gate
+    description: 'a "quoted" <script> & \\\\back\\\\slash # `tick` ; } {'
+    next: [{to: b, when: "state.s == 'x \\\\\\" y'"}, {to: b}]
+  b: {type: return}
+"""
+
+
+def graphviz() -> str:
+    """Graphviz's `dot` (`make test` installs Debian's graphviz when it is missing)."""
+    found = shutil.which("dot")
+    assert found, "Graphviz's dot is missing: apt-get install graphviz (make test does it as root)"
+    return found
+
+
+@pytest.mark.parametrize(
+    "source",
+    [*EXAMPLES, EVERY_KIND, HOSTILE],
+    ids=[*(p.name for p in EXAMPLES), "every-kind", "hostile"],
+)
+def test_graphviz_lays_out_the_dot_without_a_complaint(source: Path | str) -> None:
+    drawn = diagram(load_graph(source)) if isinstance(source, Path) else build_diagram(spec_of(source))
+    done = subprocess.run(
+        [graphviz(), "-Tsvg"], input=to_dot(drawn), capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    # Graphviz titles the graph, then every node and every edge it laid out
+    assert done.stdout.count("<title>") == 1 + len(drawn.nodes) + len(drawn.edges)
