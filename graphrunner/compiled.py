@@ -29,6 +29,7 @@ from graphrunner.model import (
     Hook,
     Next,
     ParallelNode,
+    PauseNode,
     ReturnNode,
     SubgraphNode,
 )
@@ -57,6 +58,7 @@ class CompiledNode:
     next: CompiledNext | None = None
     over: Template | None = None
     output: Template | None = None
+    message: Template | None = None  # a pause node's message
     child_inputs: dict[str, Template] = field(default_factory=dict)  # subgraph, foreach over a graph
     branch_inputs: dict[str, dict[str, Template]] = field(default_factory=dict)  # parallel, by branch
     rye: bool = False  # of a Rye graph file: the walker's result envelope and comparisons apply
@@ -163,6 +165,9 @@ def _compile_node(name: str, node: AnyNode, c: _Collector) -> CompiledNode:
             b: _child_inputs(c, branch.inputs, ns.BASE, name, f"{base}.branches.{b}.inputs")
             for b, branch in node.branches.items()
         }
+    message = None
+    if isinstance(node, PauseNode) and node.message is not None:
+        message = c.template(node.message, ns.BASE, name, f"{base}.message")
     return CompiledNode(
         name,
         node,
@@ -172,6 +177,7 @@ def _compile_node(name: str, node: AnyNode, c: _Collector) -> CompiledNode:
         over=over,
         child_inputs=child_inputs,
         branch_inputs=branch_inputs,
+        message=message,
     )
 
 

@@ -27,6 +27,7 @@ from graphrunner.engine.routing import route
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
 from graphrunner.engine.state import check_state
 from graphrunner.errors import ExpressionError, LimitExceeded, NodeError, ReducerError, RunError
+from graphrunner.expressions.template import render_text
 from graphrunner.limits import state_problem
 from graphrunner.model import FIELD_NAME, ForeachNode, ParallelNode, PauseNode, ReturnNode, SubgraphNode
 
@@ -323,11 +324,15 @@ def _return(s: _Step) -> StepResult:
 
 
 def _pause(s: _Step) -> StepResult:
-    """Park the run at the pause node; its `message` goes with the run and the step's record."""
-    spec = s.node.spec
-    assert isinstance(spec, PauseNode)
+    """Park the run at the pause node; its `message` (rendered against the state the node leaves)
+    goes with the run and the step's record."""
     try:
         update, merged = _merge(s, None, {})
+        template = s.node.message
+        message = render_text(template.render(s.context(merged))) if template is not None else None
+    except ExpressionError as exc:
+        error = NodeError(f"node '{s.node.name}': message: {exc}")
+        return _fail(s.snap, s.plan, _at(error, s, s.snap.state), 1)
     except RunError as exc:
         return _fail(s.snap, s.plan, _at(exc, s, s.snap.state), 1)
     snap = s.snap.model_copy(
@@ -336,7 +341,7 @@ def _pause(s: _Step) -> StepResult:
             "step": s.plan.step,
             "path": (*s.snap.path, s.node.name),
             "status": RunStatus.PAUSED,
-            "pause_message": spec.message,
+            "pause_message": message,
         }
     )
     event = StepEvent(
@@ -344,7 +349,7 @@ def _pause(s: _Step) -> StepResult:
         node=s.node.name,
         status="paused",
         changed_keys=_changed(s.snap.state, merged, update),
-        message=spec.message,
+        message=message,
     )
     return StepResult(snap, event, update)
 

@@ -371,6 +371,36 @@ def test_on_the_cluster_the_message_goes_with_the_pause_and_a_resume_clears_it(m
     assert "message" not in mc.client.run(run_id).result().to_dict()
 
 
+TEMPLATED = """
+id: unit/templated-pause
+state: {n: {type: integer, default: 3}, order: {type: object, default: {id: A7}}}
+config: {start: ask}
+nodes:
+  ask: {type: pause, message: "approve ${state.n} items of order ${state.order.id}?", next: done}
+  done: {type: return}
+"""
+
+
+def test_a_pause_message_is_interpolated_with_the_state(
+    run_yaml: Callable[..., RunResult], mc: MemoryCluster
+) -> None:
+    """In-process and on the cluster alike: the message as the state makes it when the run parks."""
+    local = run_yaml(TEMPLATED, state={"n": 5})
+    assert local.message == "approve 5 items of order A7?" == local.steps[-1]["message"]
+    run_id = submit(mc, TEMPLATED)
+    mc.drive()
+    assert mc.snap(run_id).pause_message == "approve 3 items of order A7?"
+    assert mc.records(run_id)[-1]["message"] == "approve 3 items of order A7?"
+
+
+def test_a_pause_message_that_cannot_be_rendered_fails_the_run_naming_it(
+    run_yaml: Callable[..., RunResult],
+) -> None:
+    result = run_yaml(TEMPLATED.replace("${state.n}", "${state.n / 0}"))
+    assert result.status == "failed" and result.error is not None
+    assert result.error["node"] == "ask" and result.error["message"].startswith("node 'ask': message: ")
+
+
 # -- what the CLI prints ------------------------------------------------------------------------------
 
 
