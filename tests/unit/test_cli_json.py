@@ -14,23 +14,21 @@ from yaml_files import HELLO, write
 from graphrunner.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
-SERVERS = {"worker", "beat", "flower"}  # they run a server and print its log, not a result
-# Commands another change of issue 18 adds or extends, with their --json and README row.
-ELSEWHERE = {"watch", "render"}
+SERVERS = {"worker", "beat", "flower", "ui"}  # they run a server and print its log, not a result
 
 
 def json_flag(command: click.Command) -> click.Option | None:
     return next((p for p in command.params if isinstance(p, click.Option) and "--json" in p.opts), None)
 
 
-@pytest.mark.parametrize("name", sorted(set(main.commands) - SERVERS - ELSEWHERE))
+@pytest.mark.parametrize("name", sorted(set(main.commands) - SERVERS))
 def test_every_command_that_prints_a_result_takes_json(name: str) -> None:
     flag = json_flag(main.commands[name])
     assert flag is not None, f"graphrunner {name} has no --json"
     assert flag.is_flag and flag.help
 
 
-@pytest.mark.parametrize("name", sorted(set(main.commands) - SERVERS - ELSEWHERE))
+@pytest.mark.parametrize("name", sorted(set(main.commands) - SERVERS))
 def test_the_readme_documents_the_json_of_every_command(name: str) -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     table = readme[readme.index("### `--json`") :]
