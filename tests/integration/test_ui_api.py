@@ -131,6 +131,37 @@ def test_submit_by_graph_id_then_read_it(http: httpx.Client, graphs: Path, clust
     assert graph["versions"][0]["stored"] is True and graph["runs"][0]["run_id"] == run_id
 
 
+def test_the_run_list_filters_by_graph_status_and_time_and_pages(
+    http: httpx.Client, graphs: Path, cluster: Client
+) -> None:
+    graph_id = unique("ui/listed")
+    path = str(graph_file(graphs, HELLO, graph_id))
+    done = [cluster.submit(path, {"name": f"n{i}"}) for i in range(3)]
+    for run in done:
+        assert run.wait(timeout=WAIT).status == "completed"
+    later = done[-1].snapshot()
+    paused = cluster.submit(str(graph_file(graphs, PAUSING, graph_id)))  # a second version, paused
+    assert paused.wait(timeout=WAIT).status == "paused"
+    every = http.get("/api/runs", params={"graph": graph_id}).json()["runs"]
+    assert [r["run_id"] for r in every] == [paused.id, *(r.id for r in reversed(done))]  # newest first
+    by_status = http.get("/api/runs", params={"graph": graph_id, "status": "paused"}).json()["runs"]
+    assert [r["run_id"] for r in by_status] == [paused.id]
+    created = [r["created_at"] for r in every]
+    since = http.get("/api/runs", params={"graph": graph_id, "since": str(created[1])}).json()["runs"]
+    assert {r["run_id"] for r in since} == {r["run_id"] for r in every if r["created_at"] >= created[1]}
+    assert later.run_id in {r["run_id"] for r in since}
+    pages, cursor = [], None
+    while True:
+        params = {"graph": graph_id, "limit": "1", **({"cursor": cursor} if cursor else {})}
+        page = http.get("/api/runs", params=params).json()
+        pages += [r["run_id"] for r in page["runs"]]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert pages == [r["run_id"] for r in every]
+    assert http.get("/api/runs", params={"since": "yesterday"}).status_code == 400
+
+
 def test_submit_refusals_change_nothing(http: httpx.Client, graphs: Path) -> None:
     missing = http.post("/api/runs", json={"graph": "ui/no-such-graph", "inputs": {}})
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "GraphNotFound"
