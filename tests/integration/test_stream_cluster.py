@@ -41,10 +41,19 @@ def graph_file(tmp_path: Path, text: str) -> str:
 
 
 def test_values_stream_of_a_run_from_its_submission(cluster: Client, tmp_path: Path) -> None:
-    run = cluster.submit(graph_file(tmp_path, COUNTING))
-    events = list(run.stream("values", timeout=WAIT_S))
-    first, result = events[0], events[-1]
-    assert isinstance(first, StateEvent) and isinstance(result, ResultEvent)
+    """The stream pins the run before its first step: the run waits for a concurrency key that a
+    sleeping run holds, and goes only once that one is cancelled (however loaded the machine)."""
+    key = f"stream-{uid()}"
+    holder = cluster.submit(graph_file(tmp_path, NAP), concurrency_key=key)
+    run = cluster.submit(graph_file(tmp_path, COUNTING), concurrency_key=key)
+    assert run.status() == "pending"
+    stream = run.stream("values", timeout=WAIT_S)
+    first = next(stream)
+    assert isinstance(first, StateEvent) and first.state == {"n": 0, "trail": []}
+    holder.cancel()
+    events = [first, *stream]
+    result = events[-1]
+    assert isinstance(result, ResultEvent)
     steps = [e for e in events if isinstance(e, StepEvent)]
     by_node = {(e.node, e.status): e for e in steps}
     assert by_node["first", "ok"].state == {"n": 1, "trail": ["first"]}
@@ -54,6 +63,7 @@ def test_values_stream_of_a_run_from_its_submission(cluster: Client, tmp_path: P
         "n": 2,
         "trail": ["first", "second"],
     }
+    assert steps[0].status == "admitted"  # the key handed on: the first record after the pin
     assert [e.step for e in steps] == sorted(e.step for e in steps) and steps[-1].step == 4
     assert result.result.status == "completed" and result.result.output == {"n": 2}
     assert result.result.steps == run.steps()
