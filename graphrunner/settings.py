@@ -15,6 +15,13 @@ QUEUE_TYPES = ("classic", "quorum")  # GRAPHRUNNER_QUEUE_TYPE
 AMQP_SCHEMES = ("amqp", "amqps", "pyamqp", "pyamqps", "librabbitmq")
 RABBITMQ_CONSUMER_TIMEOUT = 1800  # seconds: RabbitMQ's default `consumer_timeout` (30 min)
 
+# What a run gets when nobody wrote its capabilities (docs/security.md): a producer's run
+# (Client, `graphrunner submit`, an explorer login with none configured) the pure built-ins;
+# a local run (in-process, or `graphrunner run` with its own embedded Redis) everything, since
+# it runs as the user who started it.
+PURE_BUILTINS = ("tool:echo", "tool:fail", "tool:sleep")
+LOCAL_CAPABILITIES = ("*",)
+
 
 def is_cluster_url(url: str) -> bool:
     """Whether `url` names a Redis Cluster (`redis+cluster://` or `rediss+cluster://`)."""
@@ -57,12 +64,23 @@ def _choice(name: str, choices: tuple[str, ...], default: str) -> str:
 
 def _patterns(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
     """Comma-separated patterns; unset or blank is `default`, `none` is no pattern at all."""
+    written = _written_patterns(name)
+    return default if written is None else written
+
+
+def _written_patterns(name: str) -> tuple[str, ...] | None:
+    """Comma-separated patterns; None when unset or blank, `none` is no pattern at all."""
     raw = os.environ.get(name, "").strip()
     if not raw:
-        return default
+        return None
     if raw.lower() == "none":
         return ()
     return tuple(p.strip() for p in raw.split(",") if p.strip())
+
+
+def _path(name: str) -> Path | None:
+    raw = os.environ.get(name, "").strip()
+    return Path(raw) if raw else None
 
 
 @dataclass(frozen=True)
@@ -72,7 +90,8 @@ class Settings:
     graph_path: tuple[Path, ...] = ()
     max_graph_bytes: int = 1_048_576
     max_state_bytes: int = 1_048_576  # a run's state (and inputs), JSON-encoded
-    default_capabilities: tuple[str, ...] = ("*",)  # of a run submitted without capabilities
+    default_capabilities: tuple[str, ...] = PURE_BUILTINS  # of a producer's run submitted without any
+    local_capabilities: tuple[str, ...] = LOCAL_CAPABILITIES  # of a local run (in-process, embedded)
     quiet: bool = False
     redis_url: str | None = None
     broker_url: str | None = None
@@ -94,16 +113,23 @@ class Settings:
     worker_config: str | None = None  # a team's worker configuration: a .py file or a module name
     stop_grace: int | None = None  # seconds the platform grants between SIGTERM and SIGKILL
     rye_tools: str = ""  # Rye ids of registered tools: comma-separated `rye/id=tool_name` pairs
+    shell_env_allow: tuple[str, ...] = ()  # worker environment variables (fnmatch) shell steps also get
+    http_allow: tuple[str, ...] = ()  # hosts and CIDRs the http tool may reach (empty: any not denied)
+    http_deny: tuple[str, ...] = ()  # hosts and CIDRs it may never reach, besides link-local and metadata
+    ui_users: Path | None = None  # the run explorer's users file: logins, passwords, capabilities
+    signing_key: str | None = None  # the cluster's key for the calls a message carries (else one kept in Redis)
 
     @classmethod
     def from_env(cls) -> Settings:
         """Read the settings from `os.environ`."""
         path = os.environ.get("GRAPHRUNNER_GRAPH_PATH", "")
+        written = _written_patterns("GRAPHRUNNER_DEFAULT_CAPABILITIES")
         return cls(
             graph_path=tuple(Path(p) for p in path.split(os.pathsep) if p),
             max_graph_bytes=_int("GRAPHRUNNER_MAX_GRAPH_BYTES", cls.max_graph_bytes),
             max_state_bytes=_positive("GRAPHRUNNER_MAX_STATE_BYTES", cls.max_state_bytes),
-            default_capabilities=_patterns("GRAPHRUNNER_DEFAULT_CAPABILITIES", cls.default_capabilities),
+            default_capabilities=cls.default_capabilities if written is None else written,
+            local_capabilities=cls.local_capabilities if written is None else written,
             quiet=os.environ.get("GRAPHRUNNER_QUIET", "") not in ("", "0", "false"),
             redis_url=os.environ.get("GRAPHRUNNER_REDIS_URL") or None,
             broker_url=os.environ.get("GRAPHRUNNER_BROKER_URL") or None,
@@ -129,6 +155,11 @@ class Settings:
             if os.environ.get("GRAPHRUNNER_STOP_GRACE")
             else None,
             rye_tools=os.environ.get("GRAPHRUNNER_RYE_TOOLS", "").strip(),
+            shell_env_allow=_patterns("GRAPHRUNNER_SHELL_ENV_ALLOW", ()),
+            http_allow=_patterns("GRAPHRUNNER_HTTP_ALLOW", ()),
+            http_deny=_patterns("GRAPHRUNNER_HTTP_DENY", ()),
+            ui_users=_path("GRAPHRUNNER_UI_USERS"),
+            signing_key=os.environ.get("GRAPHRUNNER_SIGNING_KEY", "").strip() or None,
         )
 
     def with_redis(self, url: str) -> Settings:

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from graphrunner.cluster.runs import RUN_ID
+from graphrunner.cluster.runs import RUN_ID_TEXT
 from graphrunner.errors import BadMessage
 
 STEP_TASK = "graphrunner.step"
@@ -21,10 +21,10 @@ class StepMessage(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    run_id: str = Field(pattern=RUN_ID.pattern)
+    run_id: str = Field(pattern=rf"^{RUN_ID_TEXT}\z")
     step: int = Field(ge=0)
     phase: int = Field(default=0, ge=0)
-    child: str = Field(default="", pattern=f"^(|{RUN_ID.pattern[1:-1]})$")  # the child run that woke it
+    child: str = Field(default="", pattern=rf"^(|{RUN_ID_TEXT})\z")  # the child run that woke it
 
     @classmethod
     def parse(cls, args: Any, kwargs: Any) -> StepMessage:
@@ -44,7 +44,7 @@ class ItemMessage(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    run_id: str = Field(pattern=RUN_ID.pattern)
+    run_id: str = Field(pattern=rf"^{RUN_ID_TEXT}\z")
     graph_id: str
     graph_hash: str
     step: int = Field(ge=1)

@@ -11,8 +11,9 @@ from typing import Any
 from graphrunner.compiled import CompiledGraph
 from graphrunner.errors import InvalidRunId
 
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
-CONCURRENCY_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}$")
+RUN_ID_TEXT = r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}"  # `\Z`, never `$`: "abc\n" is not a run id
+RUN_ID = re.compile(rf"^{RUN_ID_TEXT}\Z")
+CONCURRENCY_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}\Z")
 
 
 def check_run_id(run_id: Any) -> str:
