@@ -7,6 +7,7 @@ worker per session: a second in-thread worker in the same process would stop the
 
 from __future__ import annotations
 
+import os
 import textwrap
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,6 +22,12 @@ from graphrunner.cluster.local_worker import local_worker
 from graphrunner.cluster.worker import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.settings import Settings
+
+# The suite is the operator of its own clusters and grants its runs everything: it tests the
+# engine, not the grants. Tests of the shipped least-privilege defaults unset this
+# (tests/integration/test_security.py, tests/unit/test_capabilities_and_limits.py); workers and
+# CLI processes the tests start inherit it.
+os.environ.setdefault("GRAPHRUNNER_DEFAULT_CAPABILITIES", "*")
 
 
 @pytest.fixture

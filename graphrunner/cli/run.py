@@ -51,7 +51,9 @@ def capability_option(func: F) -> F:
         metavar="PATTERN",
         help="A capability of the run: an fnmatch pattern over tool:NAME, tool:python:MODULE.FN or "
         "graph:ID, or in Rye's format rye.execute.tool.DOTTED.ID. Repeatable; without it the run gets "
-        "GRAPHRUNNER_DEFAULT_CAPABILITIES ('*' when unset).",
+        "GRAPHRUNNER_DEFAULT_CAPABILITIES, which when unset is the pure built-ins (tool:echo, tool:fail, "
+        "tool:sleep) for a run on a cluster and '*' for a local run (--in-process, or the embedded Redis "
+        "of `run` without GRAPHRUNNER_REDIS_URL): see docs/security.md.",
     )(func)
 
 
@@ -173,6 +175,8 @@ def run_on_cluster(
     from graphrunner.cli.session import muted, run_session  # Celery and redis-py: only for this path
 
     with reported_errors(), muted(STEP_LOGGERS), run_session(settings, graph, local=local) as session:
+        if capabilities is None and session.embedded:  # a run of one's own, on one's own machine
+            capabilities = settings.local_capabilities
         handle = session.client.submit(graph, inputs, capabilities=capabilities)
         lonely = not (session.embedded or local)
         with no_worker_warning(session.client, handle.id) if lonely else nullcontext():

@@ -1,5 +1,9 @@
 """Foreach items on a worker: an item message's call, running one item, and its record.
 
+An item message carries its call, signed by the worker that derived it from the run's pinned
+graph and state (`signing.py`): a message whose signature does not verify is refused (dead-
+lettered) unrun, and a verified call is checked against the run's capabilities again here.
+
 An item task never raises: it records `{ok, result | error, attempts}` in Redis under its
 index (the first record of an index wins, so a redelivered item is counted once) and
 returns nothing, so Celery's chord only counts it. An item that must wait (a retry backoff
@@ -14,8 +18,10 @@ import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from graphrunner.cluster.messages import ItemMessage, Outgoing
+from graphrunner.cluster import guard
+from graphrunner.cluster.messages import ITEM_TASK, ItemMessage, Outgoing
 from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome, ItemOutcome
+from graphrunner.engine.capabilities import denied
 from graphrunner.model import RetryPolicy
 from graphrunner.services import Deferred, StepServices
 from graphrunner.tools import ToolContext
@@ -83,6 +89,7 @@ class ItemRunner:
         self.services = services
         self.max_redeliveries = max_redeliveries
         self._statuses: dict[str, tuple[float, str | None]] = {}
+        self._grants: dict[str, tuple[str, ...]] = {}  # a run's capabilities, fixed when it starts
 
     async def run(self, msg: ItemMessage, *, redelivered: bool = False, queue: str, shadow: str) -> None:
         """Run the item and record its outcome; a wait sends it again as a durable timer.
@@ -90,12 +97,24 @@ class ItemRunner:
         Items of a run that is no longer running (cancelled, failed) are skipped: nothing
         runs, nothing is recorded. An item redelivered more than `max_redeliveries` times
         (its task keeps losing its worker) is recorded as failed without running it again.
+        A message whose signature does not verify is refused unrun; a call the run's
+        capabilities do not allow is recorded as `permission_denied`.
         """
+        if not self.publisher.signer.verify(msg):
+            self._refuse(msg, queue)
+            return
         if self._status(msg.run_id) != "running":
             return
         if redelivered and self._poisoned(msg):
             return
         call = call_from(msg.call)
+        refused = denied(self._capabilities(msg.run_id), call)
+        if refused is not None:
+            self.save(msg, failed_record(refused))
+            return
+        await self._dispatch(msg, call, queue, shadow)
+
+    async def _dispatch(self, msg: ItemMessage, call: ActionCall, queue: str, shadow: str) -> None:
         context = ToolContext(msg.run_id, msg.graph_id, call.node, msg.step, item_index=msg.index)
         try:
             outcome = await self.services.durable_call(
@@ -119,6 +138,23 @@ class ItemRunner:
         """The item message that goes on after `deferred`'s wait, as a durable timer."""
         payload = msg.model_copy(update={"attempt": deferred.attempt, "timer": deferred.timer}).model_dump()
         return self.publisher.item(payload, queue, shadow, due=time.time() + deferred.delay)
+
+    def _refuse(self, msg: ItemMessage, queue: str) -> None:
+        reason = (
+            f"foreach item message for run {msg.run_id} (item {msg.index}) does not carry a valid "
+            "signature under the cluster's key: forged or altered, not run"
+        )
+        guard.refuse(reason, task=ITEM_TASK, queue=queue, body=[[msg.model_dump()], {}])
+
+    def _capabilities(self, run_id: str) -> tuple[str, ...]:
+        granted = self._grants.get(run_id)
+        if granted is None:
+            snap = self.store.load_run(run_id)
+            granted = tuple(snap.capabilities) if snap is not None else ()
+            if len(self._grants) > 1000:
+                self._grants.clear()
+            self._grants[run_id] = granted
+        return granted
 
     def _status(self, run_id: str) -> str | None:
         now = time.monotonic()

@@ -53,6 +53,7 @@ class ItemMessage(BaseModel):
     call: dict[str, Any]
     attempt: int = Field(default=1, ge=1)
     timer: dict[str, Any] | None = None  # {"result": ...}: a durable sleep that has come due
+    sig: str = Field(default="", max_length=128)  # HMAC of the rest under the cluster's key (signing.py)
 
     @classmethod
     def parse(cls, args: Any, kwargs: Any) -> ItemMessage:

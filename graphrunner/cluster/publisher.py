@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from graphrunner.cluster.broker import Broker, MemoryBroker, RedisBroker
 from graphrunner.cluster.envelope import Envelope
 from graphrunner.cluster.messages import ITEM_TASK, STEP_TASK, Outgoing
+from graphrunner.cluster.signing import Signer
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot
 from graphrunner.errors import BrokerUnavailable
@@ -70,6 +71,14 @@ class Publisher:
         self._own_app: Celery | None = None  # made here, closed here
         self.envelope = Envelope()
         self.broker = broker_for(settings, store)
+        self._signer: Signer | None = None
+
+    @property
+    def signer(self) -> Signer:
+        """The cluster's signer of item messages (its key read when first needed)."""
+        if self._signer is None:
+            self._signer = Signer.of(self.settings, self.store)
+        return self._signer
 
     @property
     def app(self) -> Celery:
@@ -121,8 +130,10 @@ class Publisher:
         return Outgoing(task=STEP_TASK, args=args, queue=self.settings.queue, shadow=f"{where}child-finished")
 
     def item(self, payload: dict[str, Any], queue: str, shadow: str, due: float | None = None) -> Outgoing:
-        """The message of one foreach item (sent again later: a retry or a durable sleep)."""
-        return Outgoing(task=ITEM_TASK, args=(payload,), queue=queue, shadow=shadow, due=due)
+        """The message of one foreach item, signed (sent again later: a retry or a durable sleep)."""
+        return Outgoing(
+            task=ITEM_TASK, args=(self.signer.sign(payload),), queue=queue, shadow=shadow, due=due
+        )
 
     def encode(self, out: Outgoing) -> Send:
         """`out` as the store sends it: a kombu envelope for a Redis broker, else the message itself."""

@@ -79,7 +79,7 @@ async def single_step(
     Raises `UnknownNode`; `StateValidationError` naming the state fields or inputs that fail the
     graph's schema; `LimitExceeded` for a state over the size limit; `InvalidCapabilities`.
     A node that fails is reported in the result, not raised. Without `capabilities` the step
-    gets the deployment's default; `settings` defaults to the environment's.
+    gets a local run's (`Settings.local_capabilities`); `settings` defaults to the environment's.
     """
     settings = settings or Settings.from_env()
     runner = LocalRunner.from_settings(settings, registry=registry)

@@ -219,6 +219,8 @@ class LivenessStore(Protocol):
 
     def last_sweep(self) -> int | None: ...
 
+    def signing_key(self) -> bytes: ...
+
 
 class KeyStore(Protocol):
     """Concurrency keys: at most one active run per key, the others queued behind it."""

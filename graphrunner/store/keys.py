@@ -168,6 +168,11 @@ def last_sweep() -> str:
     return f"{PREFIX}:sweep:last"
 
 
+def signing_key() -> str:
+    """String: the cluster's key for the calls messages carry (made by the first worker to need it)."""
+    return f"{PREFIX}:key:signing"
+
+
 def layout() -> str:
     """String: the number of shards the runs of a Redis Cluster were written with."""
     return f"{PREFIX}:layout:shards"

@@ -4,6 +4,7 @@ letters and the sweeper's lock (what `redis_aux` holds for `RedisStore`)."""
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 from collections import defaultdict
@@ -24,6 +25,7 @@ class MemoryAux:
         self._dead_total = 0
         self._sweep_lock_until = 0.0
         self._last_sweep: int | None = None
+        self._signing_key = b""
 
     # -- dead letters ----------------------------------------------------------------------------------
 
@@ -94,6 +96,13 @@ class MemoryAux:
             self._waiting[key] = [r for r in self._waiting[key] if r != run_id]
 
     # -- the sweep lock --------------------------------------------------------------------------------
+
+    def signing_key(self) -> bytes:
+        """The cluster's signing key (one per store, made when first asked for)."""
+        with self._lock:
+            if not self._signing_key:
+                self._signing_key = secrets.token_hex(32).encode()
+            return self._signing_key
 
     def lock_sweep(self, seconds: int) -> bool:
         """Take the sweeper's lock for `seconds` (False when another pass holds it)."""

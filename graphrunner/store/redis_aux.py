@@ -6,6 +6,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
+import secrets
 from collections.abc import Sequence
 from typing import Any
 
@@ -149,6 +150,13 @@ class LivenessMixin(RedisConnection):
 
         rows = self._call(read) if run_ids else []
         return [{k: v for k, v in zip(fields, row, strict=True) if v is not None} for row in rows]
+
+    def signing_key(self) -> bytes:
+        """The cluster's signing key: the one stored, else a new random one stored now (first wins)."""
+        fresh = secrets.token_hex(32)
+        self._call(lambda: self.redis.set(keys.signing_key(), fresh, nx=True))
+        stored = self._call(lambda: self.redis.get(keys.signing_key()))
+        return str(stored or fresh).encode()
 
     def lock_sweep(self, seconds: int) -> bool:
         """Take the sweeper's lock for `seconds` (False when another pass holds it)."""

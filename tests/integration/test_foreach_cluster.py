@@ -23,6 +23,7 @@ from graphrunner import Graph, RunResult, engine, parse_graph
 from graphrunner.client import Client, RunHandle
 from graphrunner.cluster.items import call_payload
 from graphrunner.cluster.messages import ITEM_TASK, ItemMessage, StepMessage
+from graphrunner.cluster.signing import Signer
 from graphrunner.cluster.worker import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.engine import ActionCall
@@ -245,15 +246,16 @@ def item_message(
     assert plan.items is not None
     call = engine.item_call(graph.nodes["fan"], snap, index, plan.items[index], now)
     assert isinstance(call, ActionCall)
-    return ItemMessage(
-        run_id=run_id,
-        graph_id=graph.id,
-        graph_hash=graph.content_hash,
-        step=1,
-        tag=tag,
-        index=index,
-        call=call_payload(call),
-    )
+    payload = {
+        "run_id": run_id,
+        "graph_id": graph.id,
+        "graph_hash": graph.content_hash,
+        "step": 1,
+        "tag": tag,
+        "index": index,
+        "call": call_payload(call),
+    }
+    return ItemMessage.model_validate(Signer.of(Settings(), store).sign(payload))  # as a worker signs it
 
 
 STAMPED = '{fn: "foreach_targets:stamped", args: {value: "${x}", folder: "FOLDER"}}'

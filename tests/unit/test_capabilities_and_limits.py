@@ -186,14 +186,17 @@ def test_settings_read_default_capabilities_and_the_state_limit(monkeypatch: pyt
     for name in ("GRAPHRUNNER_DEFAULT_CAPABILITIES", "GRAPHRUNNER_MAX_STATE_BYTES"):
         monkeypatch.delenv(name, raising=False)
     settings = Settings.from_env()
-    assert settings.default_capabilities == ("*",) and settings.max_state_bytes == 1_048_576
+    # unset: a producer's run gets the pure built-ins, a local run everything
+    assert settings.default_capabilities == ("tool:echo", "tool:fail", "tool:sleep")
+    assert settings.local_capabilities == ("*",) and settings.max_state_bytes == 1_048_576
     monkeypatch.setenv("GRAPHRUNNER_DEFAULT_CAPABILITIES", " tool:echo ,tool:python:mypkg.*,, ")
     monkeypatch.setenv("GRAPHRUNNER_MAX_STATE_BYTES", "2048")
     settings = Settings.from_env()
     assert settings.default_capabilities == ("tool:echo", "tool:python:mypkg.*")
+    assert settings.local_capabilities == settings.default_capabilities  # what an operator wrote holds
     assert settings.max_state_bytes == 2048
     monkeypatch.setenv("GRAPHRUNNER_DEFAULT_CAPABILITIES", "none")
-    assert Settings.from_env().default_capabilities == ()
+    assert Settings.from_env().default_capabilities == () == Settings.from_env().local_capabilities
     for bad in ("0", "lots"):
         monkeypatch.setenv("GRAPHRUNNER_MAX_STATE_BYTES", bad)
         with pytest.raises(ValueError, match="GRAPHRUNNER_MAX_STATE_BYTES"):

@@ -149,8 +149,8 @@ def test_capabilities_are_checked(graph: Graph) -> None:
     assert report.error is not None and report.error["type"] == "permission_denied"
 
 
-def test_without_capabilities_the_deployment_default_applies(graph: Graph) -> None:
-    restricted = Settings(default_capabilities=("tool:fail",))
+def test_without_capabilities_the_local_default_applies(graph: Graph) -> None:
+    restricted = Settings(local_capabilities=("tool:fail",))
     report = single_step_sync(graph, "bump", settings=restricted)
     assert report.error is not None and report.error["type"] == "permission_denied"
     assert single_step_sync(graph, "bump", capabilities=["tool:echo"], settings=restricted).ok
