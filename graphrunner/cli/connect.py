@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from graphrunner.cli.common import USAGE_ERROR, fail, load_settings
 from graphrunner.errors import (
+    ConfigurationError,
     GraphNotFound,
     GraphrunnerError,
     GraphValidationError,
@@ -34,6 +35,19 @@ def cluster_settings() -> Settings:
     settings = load_settings()
     if not settings.redis_url:
         fail(NO_REDIS, USAGE_ERROR)
+    return settings
+
+
+def server_settings() -> Settings:
+    """The settings of a long-running server (worker, beat, Flower, the explorer): exits 2 when
+    GRAPHRUNNER_REDIS_URL is unset or its password is an example file's placeholder."""
+    from graphrunner.placeholders import check_redis_url
+
+    settings = cluster_settings()
+    try:
+        check_redis_url(settings)
+    except ConfigurationError as exc:
+        fail(str(exc), USAGE_ERROR)
     return settings
 
 

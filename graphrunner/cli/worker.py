@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from graphrunner.cli.common import USAGE_ERROR, fail
-from graphrunner.cli.connect import cluster_settings
+from graphrunner.cli.connect import server_settings
 from graphrunner.errors import ConfigurationError
 from graphrunner.settings import Settings
 
@@ -32,7 +32,8 @@ def worker(celery_args: tuple[str, ...]) -> None:
     `graphrunner`) unless -Q says otherwise, moves due timers onto their queues and takes its turn
     at sweeping. GRAPHRUNNER_WORKER_CONFIG names the team's worker configuration (a .py file or a
     module: its tools and deployment hooks). SIGTERM is a warm shutdown: no new steps are taken and
-    the steps in flight finish. Settings that cannot work are refused before it starts.
+    the steps in flight finish. Settings that cannot work are refused before it starts, and so is
+    a GRAPHRUNNER_REDIS_URL whose password is an example file's placeholder (`change-me`).
 
     It logs at WARNING unless told otherwise (Celery's line per task is INFO): a failed step is
     one WARNING line with the run id, step, node and error; `--loglevel INFO` adds the step's
@@ -40,7 +41,7 @@ def worker(celery_args: tuple[str, ...]) -> None:
     """
     if "-h" in celery_args or "--help" in celery_args:
         _help_with_celery_options()
-    settings = cluster_settings()
+    settings = server_settings()
     from graphrunner.cluster.preflight import check_consumer_timeout, check_stop_grace, check_worker
 
     try:
@@ -90,11 +91,12 @@ def beat() -> None:
 
     Every worker does this already; run `beat` to keep timers and sweeps going where workers
     come and go (for example scaled to zero). Any number may run: a lock keeps one sweep at a time.
+    Like the worker, it refuses a GRAPHRUNNER_REDIS_URL whose password is still `change-me`.
     """
     from graphrunner.cluster.context import Cluster
     from graphrunner.cluster.housekeeping import Housekeeper
 
-    cluster = Cluster.connect(cluster_settings())  # no worker: nothing here takes steps
+    cluster = Cluster.connect(server_settings())  # no worker: nothing here takes steps
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
