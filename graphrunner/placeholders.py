@@ -8,7 +8,13 @@ knows. `placeholder_problem` names the setting whose password is a placeholder.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
+
+from graphrunner.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from graphrunner.settings import Settings
 
 PLACEHOLDERS = frozenset({"change-me", "changeme", "change_me", "replace-me", "replaceme", "placeholder"})
 
@@ -36,3 +42,11 @@ def url_password(url: str | None) -> str:
         return unquote(urlsplit(url).password or "")
     except ValueError:
         return ""
+
+
+def check_redis_url(settings: Settings) -> None:
+    """Raise `ConfigurationError` when GRAPHRUNNER_REDIS_URL's password is a placeholder (a server
+    started against a Redis whose password everyone knows from the example files)."""
+    problem = placeholder_problem("GRAPHRUNNER_REDIS_URL", [url_password(settings.redis_url)])
+    if problem is not None:
+        raise ConfigurationError(problem)
