@@ -60,8 +60,8 @@ class Graph(CompiledGraph):
     ) -> RunResult:
         """Run the whole graph in this process and return its `RunResult`.
 
-        Without `capabilities` the run gets the deployment's default (GRAPHRUNNER_DEFAULT_CAPABILITIES,
-        `*` when unset); the state size limit is GRAPHRUNNER_MAX_STATE_BYTES.
+        Without `capabilities` the run gets GRAPHRUNNER_DEFAULT_CAPABILITIES, or `*` when that is
+        unset (a local run runs as you); the state size limit is GRAPHRUNNER_MAX_STATE_BYTES.
         """
         from graphrunner.runner.local import LocalRunner
 

@@ -7,10 +7,19 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from graphrunner.settings import Settings
+
 FAILED = pytest.StashKey[bool]()  # set on a test whose call failed (conftest), for fixtures that explain it
+
+
+def settings_of(**fields: Any) -> Settings:
+    """Settings of a producer the suite operates: every capability granted unless `fields` say
+    otherwise (as conftest grants through GRAPHRUNNER_DEFAULT_CAPABILITIES=* to `from_env`)."""
+    return Settings(**{"default_capabilities": ("*",), **fields})
 
 
 def uid() -> str:

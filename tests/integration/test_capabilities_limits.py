@@ -11,14 +11,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from support import uid, write
+from support import settings_of, uid, write
 from worker_procs import WorkerProcess
 
 from graphrunner import InvalidCapabilities, LimitExceeded, load_graph, parse_graph
 from graphrunner.cli import main
 from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
-from graphrunner.settings import Settings
 
 
 def shell_graph(marker: Path, graph_id: str) -> str:
@@ -207,7 +206,7 @@ def test_a_worker_process_takes_the_state_limit_from_its_environment(
     queue = f"caps-{uid()}"
     env = {**worker_env, "GRAPHRUNNER_QUEUE": queue, "GRAPHRUNNER_MAX_STATE_BYTES": "2000"}
     proc = WorkerProcess(f"limit-{uid()}", env, tmp_path)
-    client = Client(settings=Settings(redis_url=redis_server.url, queue=queue))
+    client = Client(settings=settings_of(redis_url=redis_server.url, queue=queue))
     try:
         proc.wait_ready()
         grown = client.submit(parse_graph(textwrap.dedent(GROWING.format(uid=uid()))), {"text": "x" * 1200})

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 import redis
+from support import settings_of
 
 from graphrunner.client import Client
 from graphrunner.cluster.app import create_app
 from graphrunner.cluster.envelope import SENT_HEADER, Envelope, sent_at
 from graphrunner.cluster.messages import STEP_TASK, Outgoing
 from graphrunner.embedded import EmbeddedRedis
-from graphrunner.settings import Settings
 
 QUEUE = "envelope-test"
 # what differs from message to message, or from process to process
@@ -42,7 +42,7 @@ def without_varying(envelope: dict[str, Any]) -> dict[str, Any]:
 
 def test_an_envelope_matches_what_celery_and_kombu_publish(raw: redis.Redis) -> None:
     url = raw.connection_pool.connection_kwargs
-    settings = Settings(redis_url=f"redis://127.0.0.1:{url['port']}/6")
+    settings = settings_of(redis_url=f"redis://127.0.0.1:{url['port']}/6")
     app = create_app(settings)
     args = ["run-1", 3, 2]
     try:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import redis
-from support import lines, uid, wait_for
+from support import lines, settings_of, uid, wait_for
 from worker_procs import WorkerProcess
 
 from graphrunner import parse_graph
@@ -30,7 +30,6 @@ from graphrunner.cluster.envelope import Envelope
 from graphrunner.cluster.messages import STEP_TASK, Outgoing, StepMessage
 from graphrunner.cluster.worker import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
-from graphrunner.settings import Settings
 
 FAST = {
     "GRAPHRUNNER_VISIBILITY_TIMEOUT": "2",
@@ -244,7 +243,7 @@ def test_an_outbox_message_of_a_worker_that_died_before_publishing_is_published_
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settings = Settings(redis_url=private_redis.url, broker_url=broker_redis.url, stall_after=3)
+    settings = settings_of(redis_url=private_redis.url, broker_url=broker_redis.url, stall_after=3)
     client, runtime = Client(settings=settings), WorkerRuntime(settings)
     worker = None
     try:
@@ -386,7 +385,7 @@ NAP = """
 def test_graphrunner_beat_moves_due_timers_without_a_worker(
     private_redis: EmbeddedRedis, worker_env: dict[str, Any], tmp_path: Path
 ) -> None:
-    settings = Settings(redis_url=private_redis.url)
+    settings = settings_of(redis_url=private_redis.url)
     client, runtime = Client(settings=settings), WorkerRuntime(settings)
     raw: Any = client.store.redis  # type: ignore[attr-defined]
     beat = None

@@ -10,13 +10,13 @@ from itertools import pairwise
 
 import pytest
 from click.testing import CliRunner
+from support import settings_of
 
 from graphrunner.cli import main
 from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import GraphrunnerError, InvalidRunQuery
-from graphrunner.settings import Settings
 from graphrunner.store import Fence, RunSummary
 from graphrunner.store.keys import KeySpace
 
@@ -38,7 +38,7 @@ def private_redis() -> Iterator[EmbeddedRedis]:
 @pytest.fixture(scope="module")
 def client(private_redis: EmbeddedRedis) -> Iterator[Client]:
     """A client of the private Redis holding `COUNT` runs over three graphs and four statuses."""
-    with Client(settings=Settings(redis_url=private_redis.url)) as client:
+    with Client(settings=settings_of(redis_url=private_redis.url)) as client:
         for i in range(COUNT):
             store_run(client, f"run-{i:03d}", GRAPHS[i % 3], CYCLE[i // 3 % len(CYCLE)])
         yield client
@@ -157,7 +157,7 @@ def test_the_last_page_has_no_cursor(client: Client) -> None:
 
 
 def test_pages_of_runs_created_in_one_millisecond(private_redis: EmbeddedRedis) -> None:
-    with Client(settings=Settings(redis_url=private_redis.url.replace("/0", "/3"))) as client:
+    with Client(settings=settings_of(redis_url=private_redis.url.replace("/0", "/3"))) as client:
         client.store.redis.flushdb()
         for i in range(23):
             store_run(client, f"tie-{i:02d}", "t/tie", RunStatus.COMPLETED)
@@ -182,7 +182,7 @@ def walk_from(client: Client, cursor: str | None) -> list[RunSummary]:
 
 
 def test_runs_added_between_pages_shift_nothing(private_redis: EmbeddedRedis) -> None:
-    with Client(settings=Settings(redis_url=private_redis.url.replace("/0", "/4"))) as client:
+    with Client(settings=settings_of(redis_url=private_redis.url.replace("/0", "/4"))) as client:
         client.store.redis.flushdb()
         for i in range(12):
             store_run(client, f"old-{i:02d}", "t/grow", RunStatus.COMPLETED)
@@ -195,7 +195,7 @@ def test_runs_added_between_pages_shift_nothing(private_redis: EmbeddedRedis) ->
 
 
 def test_runs_whose_record_is_gone_are_skipped_and_the_page_still_fills(private_redis: EmbeddedRedis) -> None:
-    with Client(settings=Settings(redis_url=private_redis.url.replace("/0", "/5"))) as client:
+    with Client(settings=settings_of(redis_url=private_redis.url.replace("/0", "/5"))) as client:
         client.store.redis.flushdb()
         for i in range(30):
             store_run(client, f"run-{i:02d}", "t/gone", RunStatus.FAILED)

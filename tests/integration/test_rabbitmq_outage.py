@@ -23,12 +23,11 @@ from pathlib import Path
 
 import pytest
 from rabbitmq_node import RabbitMQNode, started_node
-from support import uid, wait_for
+from support import settings_of, uid, wait_for
 from worker_procs import WorkerProcess, process_env
 
 from graphrunner.client import Client, RunHandle
 from graphrunner.embedded import EmbeddedRedis
-from graphrunner.settings import Settings
 
 pytestmark = pytest.mark.rabbitmq
 
@@ -78,7 +77,7 @@ def test_runs_in_flight_survive_a_broker_restart(node: RabbitMQNode, tmp_path: P
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        client = Client(settings=Settings(redis_url=redis.url, broker_url=node.url))
+        client = Client(settings=settings_of(redis_url=redis.url, broker_url=node.url))
         try:
             for worker in workers:
                 worker.wait_ready(timeout=60)

@@ -17,12 +17,11 @@ from pathlib import Path
 import amqp
 import pytest
 from rabbitmq_node import RabbitMQNode, started_node
-from support import uid
+from support import settings_of, uid
 from worker_procs import WorkerProcess, process_env
 
 from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
-from graphrunner.settings import Settings
 
 pytestmark = pytest.mark.rabbitmq
 
@@ -56,7 +55,7 @@ def test_a_step_longer_than_the_consumer_timeout_is_named_and_its_run_completes(
     with EmbeddedRedis() as redis:
         env = {**process_env(redis.url), "GRAPHRUNNER_BROKER_URL": impatient_node.url}
         workers = [WorkerProcess(f"impatient{n}", env, tmp_path) for n in range(2)]
-        client = Client(settings=Settings(redis_url=redis.url, broker_url=impatient_node.url))
+        client = Client(settings=settings_of(redis_url=redis.url, broker_url=impatient_node.url))
         try:
             for worker in workers:
                 worker.wait_ready(timeout=60)
@@ -129,7 +128,7 @@ def test_quorum_queues(rabbitmq: RabbitMQNode, tmp_path: Path) -> None:
             "GRAPHRUNNER_QUEUE_TYPE": "quorum",
         }
         worker = WorkerProcess("quorum", env, tmp_path, concurrency=2)
-        settings = Settings(redis_url=redis.url, broker_url=rabbitmq.url, queue=queue, queue_type="quorum")
+        settings = settings_of(redis_url=redis.url, broker_url=rabbitmq.url, queue=queue, queue_type="quorum")
         client = Client(settings=settings)
         try:
             worker.wait_ready(timeout=60)

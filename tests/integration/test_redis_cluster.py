@@ -19,6 +19,7 @@ import pytest
 import redis
 from redis_cluster import RedisCluster, cluster_port
 from store_contract import snapshot
+from support import settings_of
 
 from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
@@ -40,7 +41,7 @@ def plain(redis_cluster: RedisCluster) -> Iterator[redis.RedisCluster]:
 
 
 def cluster_settings(cluster: RedisCluster, broker: EmbeddedRedis, **changes: Any) -> Settings:
-    return replace(Settings(redis_url=cluster.url, broker_url=broker.url), **changes)
+    return replace(settings_of(redis_url=cluster.url, broker_url=broker.url), **changes)
 
 
 def test_the_fixture_forms_a_cluster_covering_every_slot(plain: redis.RedisCluster) -> None:
@@ -77,7 +78,7 @@ def test_shards_sit_on_evenly_spread_slots() -> None:
 def test_a_cluster_url_naming_a_single_redis_is_refused(private_redis: EmbeddedRedis) -> None:
     url = private_redis.url.replace("redis://", "redis+cluster://")
     with pytest.raises(ConfigurationError, match=r"is not a cluster node \(cluster mode is not enabled"):
-        Client(settings=Settings(redis_url=url, broker_url=private_redis.url))
+        Client(settings=settings_of(redis_url=url, broker_url=private_redis.url))
 
 
 def test_a_cluster_that_cannot_be_reached_is_tried_again_then_named() -> None:
@@ -90,12 +91,12 @@ def test_a_cluster_that_cannot_be_reached_is_tried_again_then_named() -> None:
 
 def test_a_cluster_needs_a_broker_of_its_own(redis_cluster: RedisCluster) -> None:
     with pytest.raises(ConfigurationError, match=r"GRAPHRUNNER_BROKER_URL is not set: .* Redis Cluster"):
-        Client(settings=Settings(redis_url=redis_cluster.url))
+        Client(settings=settings_of(redis_url=redis_cluster.url))
 
 
 def test_a_cluster_with_rabbitmq_needs_a_redis_for_chord_counters(redis_cluster: RedisCluster) -> None:
     with pytest.raises(ConfigurationError, match=r"GRAPHRUNNER_RESULT_BACKEND_URL is not set"):
-        Client(settings=Settings(redis_url=redis_cluster.url, broker_url=AMQP))
+        Client(settings=settings_of(redis_url=redis_cluster.url, broker_url=AMQP))
     clustered_backend = Settings(
         redis_url=redis_cluster.url, broker_url=AMQP, result_backend_url=redis_cluster.url
     )

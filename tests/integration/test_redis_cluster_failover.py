@@ -21,12 +21,11 @@ from typing import Any
 import pytest
 import redis
 from redis_cluster import RedisCluster
-from support import uid, wait_for
+from support import settings_of, uid, wait_for
 from worker_procs import WorkerProcess, process_env
 
 from graphrunner.client import Client, RunHandle
 from graphrunner.embedded import EmbeddedRedis
-from graphrunner.settings import Settings
 from graphrunner.store.keys import KeySpace
 
 STEPS = 40
@@ -46,7 +45,7 @@ class Deployment:
         self.workers = [WorkerProcess(f"failover{n}", env, logs) for n in range(2)]
         for worker in self.workers:
             worker.wait_ready(timeout=60)
-        self.client = Client(settings=Settings(redis_url=cluster.url, broker_url=broker.url))
+        self.client = Client(settings=settings_of(redis_url=cluster.url, broker_url=broker.url))
 
     def close(self) -> None:
         self.client.close()

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import redis
+from support import settings_of
 from worker_procs import WorkerProcess
 
 from graphrunner import parse_graph
@@ -20,7 +21,6 @@ from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import RunNotFound
-from graphrunner.settings import Settings
 from graphrunner.store import Fence, RedisStore
 from graphrunner.store.keys import KeySpace, cache
 from graphrunner.store.query import STATUSES
@@ -194,7 +194,7 @@ def test_a_run_finished_on_the_cluster_expires_with_its_transcript(
           b: {type: return}
     """)
     )
-    settings = Settings(redis_url=private_redis.url, retention=SHORT)
+    settings = settings_of(redis_url=private_redis.url, retention=SHORT)
     # a worker process: a second in-thread worker would stop the session's when it stops
     env = {**worker_env, "GRAPHRUNNER_REDIS_URL": private_redis.url, "GRAPHRUNNER_RETENTION": str(SHORT)}
     worker = WorkerProcess(f"retention-{uuid.uuid4().hex[:8]}", env, tmp_path)

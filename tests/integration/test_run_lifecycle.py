@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from support import lines, uid, wait_for, write
+from support import lines, settings_of, uid, wait_for, write
 from worker_procs import WorkerProcess, dedicated_worker
 
 from graphrunner import load_graph
@@ -26,7 +26,6 @@ from graphrunner.errors import (
     RunRefused,
     StateValidationError,
 )
-from graphrunner.settings import Settings
 
 
 def statuses(client: Client, run_id: str) -> list[str]:
@@ -245,12 +244,12 @@ def test_a_running_run_is_resumed_only_when_stalled(
     )
     queue = f"q-{uid()}"
     env = {**worker_env, "GRAPHRUNNER_QUEUE": queue}
-    settings = Settings(redis_url=redis_server.url, queue=queue, stall_after=2)
+    settings = settings_of(redis_url=redis_server.url, queue=queue, stall_after=2)
     client = Client(settings=settings)
     victim = WorkerProcess(f"victim-{uid()}", env, tmp_path)
     try:
         victim.wait_ready()
-        run = client.submit(path)
+        run = client.submit(path, capabilities=["tool:python:crash_targets.*"])
         wait_for(lambda: len(lines(tmp_path / "calls")) == 1, 30, "the slow step to start")
         with pytest.raises(ResumeError, match="not stalled"):
             client.resume(run.id)  # its worker is alive and beating

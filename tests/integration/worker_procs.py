@@ -13,9 +13,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from support import settings_of
+
 from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
-from graphrunner.settings import Settings
 
 HERE = Path(__file__).resolve().parent
 
@@ -108,7 +109,7 @@ def dedicated_worker(
     proc = WorkerProcess(
         queue, {**worker_env, "GRAPHRUNNER_QUEUE": queue, **env}, tmp_path, concurrency=concurrency
     )
-    client = Client(settings=Settings(redis_url=redis_server.url, queue=queue))
+    client = Client(settings=settings_of(redis_url=redis_server.url, queue=queue))
     try:
         proc.wait_ready()
         yield client
