@@ -1,5 +1,5 @@
 """The read side of the JSON API under `/api`: runs, one run, its steps and state, graphs, the
-OpenAPI document, and `/healthcheck`."""
+login (`/api/me`), the OpenAPI document, and `/healthcheck`; and submitting a run."""
 
 from __future__ import annotations
 
@@ -31,8 +31,16 @@ class Runs(Base):
 
     async def post(self) -> None:
         body = self.json_body()
-        code, answer = await self.call(reading.submit, self.explorer.client, body)
+        granted = self.login.granted
+        code, answer = await self.call(reading.submit, self.explorer.client, body, granted, self.user)
         self.send_json(answer, code)
+
+
+class Me(Base):
+    """`GET /api/me`: who is logged in and the capabilities runs they submit carry."""
+
+    def get(self) -> None:
+        self.send_json({"user": self.user, "capabilities": list(self.login.granted)})
 
 
 class Run(Base):

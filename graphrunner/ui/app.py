@@ -12,9 +12,12 @@ from tornado.web import Application
 
 from graphrunner.ui import actions, api, pages
 from graphrunner.ui.base import Static, executor
+from graphrunner.ui.guard import allowed_hosts
+from graphrunner.ui.throttle import LoginThrottle
 
 if TYPE_CHECKING:
     from graphrunner.client import Client
+    from graphrunner.ui.logins import Login
 
 HERE = Path(__file__).resolve().parent
 RUN = r"/runs/([^/]+)"
@@ -22,20 +25,31 @@ RUN = r"/runs/([^/]+)"
 
 @dataclass
 class Explorer:
-    """What every handler shares: the client, the users (empty: no auth) and the threads."""
+    """What every handler shares: the client, the logins (empty: no auth), the Host allow-list,
+    the failed-login throttle and the threads."""
 
     client: Client
-    users: Mapping[str, str]
+    users: Mapping[str, Login]
     origins: tuple[str, ...] = ()  # where the page is served from besides its own address (a proxy's)
+    hosts: frozenset[str] = frozenset()  # Host names answered besides loopback ones
+    throttle: LoginThrottle = field(default_factory=LoginThrottle)
     executor: ThreadPoolExecutor = field(default_factory=executor)
 
 
-def make_app(client: Client, users: Mapping[str, str], origins: tuple[str, ...] = ()) -> Application:
-    """The explorer over `client`'s store, for `users` (passwords by user; empty: no auth); its
-    actions also accepted from pages served at `origins` (a TLS proxy's `https://host`)."""
+def make_app(
+    client: Client,
+    users: Mapping[str, Login],
+    origins: tuple[str, ...] = (),
+    address: str = "127.0.0.1",
+    throttle: LoginThrottle | None = None,
+) -> Application:
+    """The explorer over `client`'s store, for `users` (logins by name; empty: no auth), listening
+    on `address`; its requests also accepted for the hosts of `origins` (a TLS proxy's
+    `https://host`), and its actions from pages served there."""
     routes = [
         (r"/healthcheck", api.Health),
         (r"/api/openapi.json", api.OpenApi),
+        (r"/api/me", api.Me),
         (r"/api/runs", api.Runs),
         (r"/api" + RUN, api.Run),
         (r"/api" + RUN + r"/steps", api.Steps),
@@ -49,7 +63,9 @@ def make_app(client: Client, users: Mapping[str, str], origins: tuple[str, ...] 
     ]
     return Application(
         routes,
-        graphrunner=Explorer(client, dict(users), origins),
+        graphrunner=Explorer(
+            client, dict(users), origins, allowed_hosts(address, origins), throttle or LoginThrottle()
+        ),
         template_path=str(HERE / "templates"),
         static_path=str(HERE / "static"),
         static_handler_class=Static,
@@ -60,13 +76,18 @@ def make_app(client: Client, users: Mapping[str, str], origins: tuple[str, ...] 
 
 
 def serve(
-    client: Client, users: Mapping[str, str], address: str, port: int, origins: tuple[str, ...] = ()
+    client: Client,
+    users: Mapping[str, Login],
+    address: str,
+    port: int,
+    origins: tuple[str, ...] = (),
+    throttle: LoginThrottle | None = None,
 ) -> None:
-    """Serve the explorer on `address:port` until interrupted (`origins`: as for `make_app`)."""
+    """Serve the explorer on `address:port` until interrupted (the rest: as for `make_app`)."""
     import asyncio
 
     async def main() -> None:
-        app = make_app(client, users, origins)
+        app = make_app(client, users, origins, address, throttle)
         app.listen(port, address, max_body_size=2 << 20)
         await asyncio.Event().wait()
 

@@ -1,71 +1,103 @@
-"""Who may use the run explorer: basic-auth users, checked on every request, and where it may listen.
+"""Who may use the run explorer: basic-auth logins, checked on every request, and where it may listen.
 
-As `graphrunner flower`: the explorer refuses to start without a user unless told `--no-auth`,
-and then serves on loopback only.
+As `graphrunner flower`: the explorer refuses to start without a login unless told `--no-auth`,
+and then serves on a loopback IP address only.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
-from graphrunner.errors import ConfigurationError
+from graphrunner.placeholders import placeholder_problem
+from graphrunner.ui.guard import is_loopback_ip
+from graphrunner.ui.logins import Login, UiAuthError
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
-
-class UiAuthError(ConfigurationError):
-    """The explorer would start without authentication, or with a credential that cannot work."""
+__all__ = ["UiAuthError", "basic_user", "check_address", "parse_users", "public_origins"]
 
 
-def parse_users(values: Iterable[str]) -> dict[str, str]:
-    """`user:password` entries (each may hold several, comma-separated) as passwords by user."""
-    users: dict[str, str] = {}
+def parse_users(values: Iterable[str]) -> dict[str, Login]:
+    """`user:password` entries (each may hold several, comma-separated) as logins by user; they get
+    no capabilities beyond the pure built-ins. Raises `UiAuthError` for a malformed entry or a
+    placeholder password."""
+    users: dict[str, Login] = {}
     for value in values:
         for credential in value.split(","):
             user, sep, password = credential.strip().partition(":")
             if not (sep and user and password):
                 raise UiAuthError(f"--basic-auth entry {user or credential!r} is not user:password")
-            users[user] = password
+            problem = placeholder_problem(
+                f"--basic-auth (GRAPHRUNNER_UI_BASIC_AUTH) user {user!r}", [password]
+            )
+            if problem is not None:
+                raise UiAuthError(problem)
+            users[user] = Login(password.encode())
     return users
 
 
-def check_address(address: str, *, users: Mapping[str, str], no_auth: bool) -> None:
-    """Raise `UiAuthError` unless there are users, or `no_auth` on a loopback `address`."""
+def merge_users(flags: Mapping[str, Login], file: Mapping[str, Login]) -> dict[str, Login]:
+    """The logins of `--basic-auth` and of the users file; raises `UiAuthError` for a name in both."""
+    both = sorted(set(flags) & set(file))
+    if both:
+        raise UiAuthError(f"user {both[0]!r} is given both by --basic-auth and in the users file: keep one")
+    return {**file, **flags}
+
+
+def check_address(address: str, *, users: Mapping[str, Login], no_auth: bool) -> None:
+    """Raise `UiAuthError` unless there are users, or `no_auth` on a loopback IP `address`."""
     if users:
         if no_auth:
-            raise UiAuthError("give either --basic-auth or --no-auth, not both")
+            raise UiAuthError("give either --basic-auth/--users or --no-auth, not both")
         return
     if not no_auth:
         raise UiAuthError(
-            "the run explorer needs authentication: give --basic-auth=user:password, "
+            "the run explorer needs authentication: give --basic-auth=user:password or --users=FILE, "
             "or --no-auth to serve without it on 127.0.0.1 only"
         )
-    if address not in LOOPBACK and not address.startswith("127."):
+    if not is_loopback_ip(address):
         raise UiAuthError(
-            f"--no-auth serves the run explorer on loopback only, not on --address={address}: "
-            "give --basic-auth=user:password to serve it there"
+            f"--no-auth serves the run explorer on a loopback IP address only (127.0.0.1, ::1), "
+            f"not on --address={address}: give --basic-auth=user:password to serve it there"
         )
 
 
-def basic_user(header: str | None, users: Mapping[str, str]) -> str | None:
-    """The user an `Authorization: Basic ...` header names with their password, else None."""
+def credential(header: str | None) -> tuple[bytes, bytes] | None:
+    """`(user, password)` of an `Authorization: Basic ...` header, as UTF-8 bytes; None when there is
+    none or it cannot be read (not base64, not UTF-8, no colon)."""
     scheme, _, encoded = (header or "").partition(" ")
     if scheme.lower() != "basic":
         return None
     try:
-        decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
+        decoded = base64.b64decode(encoded.strip().encode("ascii"), validate=True)
+        decoded.decode("utf-8")
+    except (binascii.Error, UnicodeError, ValueError):
         return None
-    user, _, password = decoded.partition(":")
-    expected = users.get(user)
-    if expected is None:
-        hmac.compare_digest(password, password)  # the same work for an unknown user
-        return None
-    return user if hmac.compare_digest(password.encode(), expected.encode()) else None
+    user, sep, password = decoded.partition(b":")
+    return (user, password) if sep else None
+
+
+def basic_user(header: str | None, users: Mapping[str, Login]) -> str | None:
+    """The user an `Authorization: Basic ...` header names with their password, else None.
+
+    Every login is compared, as digests of equal length and in constant time, whatever the header
+    holds, so the time taken tells neither which users exist nor which part was wrong."""
+    given = credential(header)
+    user, password = (_digest(part) for part in (given or (b"", b"")))
+    found = None
+    for name, login in users.items():
+        same_user = hmac.compare_digest(user, _digest(name.encode()))
+        same_password = hmac.compare_digest(password, _digest(login.password))
+        if same_user & same_password and given is not None:
+            found = name
+    return found
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
 
 
 def public_origins(urls: Iterable[str]) -> tuple[str, ...]:
@@ -74,7 +106,7 @@ def public_origins(urls: Iterable[str]) -> tuple[str, ...]:
     origins = []
     for url in urls:
         parts = urlsplit(url.strip())
-        if parts.scheme not in ("http", "https") or not parts.netloc:
+        if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UiAuthError(f"--public-url {url!r} is not an http:// or https:// URL with a host")
         origins.append(f"{parts.scheme}://{parts.netloc}")
     return tuple(origins)

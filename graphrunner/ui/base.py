@@ -1,4 +1,5 @@
-"""The handler every explorer page and API answer derives from: auth, actions guard, errors as JSON."""
+"""The handler every explorer page and API answer derives from: the Host allow-list, auth (slowed
+after failed logins), the actions' guard, bodies read within the nesting limit, errors as JSON."""
 
 from __future__ import annotations
 
@@ -26,12 +27,19 @@ from graphrunner.errors import (
     StateValidationError,
     StoreUnavailable,
 )
+from graphrunner.limits import MAX_DEPTH
 from graphrunner.ui.auth import basic_user
-from graphrunner.ui.guard import cross_site, json_body
+from graphrunner.ui.guard import cross_site, host_problem, json_body
+from graphrunner.ui.logins import ANONYMOUS, Login
+from graphrunner.ui.permits import SubmitRefused
 
 T = TypeVar("T")
 MAX_BODY = 1 << 20  # 1 MiB of JSON for a submit or a state patch
 REALM = 'Basic realm="graphrunner", charset="UTF-8"'
+TOO_DEEP = (
+    f"the body is nested too deeply: inputs, state and state patches may nest {MAX_DEPTH} levels "
+    "(the nesting limit)"
+)
 STATUS_OF: tuple[tuple[type[GraphrunnerError], int], ...] = (
     (RunNotFound, 404),
     (GraphNotFound, 404),
@@ -54,26 +62,61 @@ def status_of(exc: GraphrunnerError) -> int:
 
 
 class ApiError(HTTPError):
-    """An HTTP error with the error's type and message for the JSON body."""
+    """An HTTP error with the error's type and message (and `details`) for the JSON body, and
+    `headers` for the answer."""
 
-    def __init__(self, status: int, kind: str, message: str) -> None:
+    def __init__(
+        self,
+        status: int,
+        kind: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(status, reason=None)
         self.kind = kind
         self.message = message
+        self.details = details or {}
+        self.headers = headers or {}
+
+
+def admit(handler: RequestHandler) -> tuple[str | None, Login]:
+    """The user and login a request comes with (None and `ANONYMOUS` without auth); raises
+    `ApiError`: 421 for a Host not allowed, 429 while its client is slowed, 401 without a login."""
+    explorer, request = handler.application.settings["graphrunner"], handler.request
+    refused = host_problem(request.host, explorer.hosts)
+    if refused:
+        raise ApiError(421, "MisdirectedRequest", refused)
+    if not explorer.users:
+        return None, ANONYMOUS
+    client = request.remote_ip or ""
+    wait = explorer.throttle.retry_after(client)
+    if wait is not None:
+        message = f"too many failed logins from {client}: try again in {wait} s"
+        raise ApiError(429, "TooManyRequests", message, headers={"Retry-After": str(wait)})
+    header = request.headers.get("Authorization")
+    user = basic_user(header, explorer.users)
+    if user is None:
+        if header is not None:
+            explorer.throttle.failed(client)
+        raise ApiError(401, "Unauthorized", "authentication required (HTTP basic auth)")
+    return user, explorer.users[user]
 
 
 class Base(RequestHandler):
-    """Checks the user on every request, and the origin and token of every action."""
+    """Checks the Host and the user on every request, and the origin and token of every action."""
 
-    open = False  # /healthcheck answers without a user
+    open = False  # /healthcheck answers without a user, whatever the Host (a platform's probe)
+    user: str | None = None
+    login: Login = ANONYMOUS
 
     def initialize(self) -> None:
         self.explorer = self.application.settings["graphrunner"]
 
     def prepare(self) -> None:
-        user = basic_user(self.request.headers.get("Authorization"), self.explorer.users)
-        if not self.open and self.explorer.users and user is None:
-            raise ApiError(401, "Unauthorized", "authentication required (HTTP basic auth)")
+        if self.open:
+            return
+        self.user, self.login = admit(self)
         if self.request.method not in ("GET", "HEAD", "OPTIONS"):
             self._guard_action()
 
@@ -99,9 +142,11 @@ class Base(RequestHandler):
         if not self.request.body.strip():
             return {}
         try:
-            body = json.loads(self.request.body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ApiError(400, "BadJson", f"the body is not JSON: {exc}") from None
+            body = json.loads(self.request.body, parse_constant=_not_json)
+        except RecursionError:
+            raise ApiError(400, "BadJson", TOO_DEEP) from None
+        except (ValueError, UnicodeError) as exc:
+            raise ApiError(400, "BadJson", f"the body is not JSON: {str(exc)[:200]}") from None
         if not isinstance(body, dict):
             raise ApiError(400, "BadJson", "the body must be a JSON object")
         return body
@@ -110,8 +155,12 @@ class Base(RequestHandler):
         """`fn(*args)` on the explorer's threads (store reads block), its errors as HTTP errors."""
         try:
             return await IOLoop.current().run_in_executor(self.explorer.executor, fn, *args)
+        except SubmitRefused as exc:
+            raise ApiError(403, "PermissionDenied", str(exc), exc.details) from None
         except GraphrunnerError as exc:
             raise ApiError(status_of(exc), type(exc).__name__, str(exc)) from None
+        except RecursionError:  # a value nested past what Python's JSON reads: the limit says more
+            raise ApiError(400, "BadJson", TOO_DEEP) from None
 
     def send_json(self, body: Any, status: int = 200) -> None:
         self.set_status(status)
@@ -119,19 +168,15 @@ class Base(RequestHandler):
         self.finish(json.dumps(body, default=str))
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        if status_code == 401:
-            self.set_header("WWW-Authenticate", REALM)
-        exc = kwargs.get("exc_info", (None, None, None))[1]
-        kind = exc.kind if isinstance(exc, ApiError) else self._reason
-        message = (
-            exc.message if isinstance(exc, ApiError) else (getattr(exc, "log_message", None) or self._reason)
-        )
-        self.write_problem(status_code, kind, message)
+        kind, message, details = problem(self, status_code, kwargs.get("exc_info"))
+        self.write_problem(status_code, kind, message, details)
 
-    def write_problem(self, status_code: int, kind: str, message: str) -> None:
-        """An error answer: JSON `{"error": {type, message}}` (pages render it as HTML)."""
+    def write_problem(
+        self, status_code: int, kind: str, message: str, details: dict[str, Any] | None = None
+    ) -> None:
+        """An error answer: JSON `{"error": {type, message, ...details}}` (pages render it as HTML)."""
         self.set_header("Content-Type", "application/json; charset=UTF-8")
-        self.finish(json.dumps({"error": {"type": kind, "message": message}}))
+        self.finish(json.dumps({"error": {"type": kind, "message": message, **(details or {})}}))
 
     def set_default_headers(self) -> None:
         self.set_header("X-Content-Type-Options", "nosniff")
@@ -150,23 +195,40 @@ class Page(Base):
     def get_template_namespace(self) -> dict[str, Any]:
         return {**super().get_template_namespace(), "when": when}
 
-    def write_problem(self, status_code: int, kind: str, message: str) -> None:
+    def write_problem(
+        self, status_code: int, kind: str, message: str, details: dict[str, Any] | None = None
+    ) -> None:
         self.set_header("Content-Type", "text/html; charset=UTF-8")
         self.render("error.html", status=status_code, kind=kind, message=message)
 
 
 class Static(StaticFileHandler):
-    """The package's CSS and JS, behind the same users as everything else."""
+    """The package's CSS and JS, behind the same Host check and users as everything else."""
 
     def prepare(self) -> None:
-        ui = self.application.settings["graphrunner"]
-        if ui.users and basic_user(self.request.headers.get("Authorization"), ui.users) is None:
-            raise HTTPError(401)
+        admit(self)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        if status_code == 401:
-            self.set_header("WWW-Authenticate", REALM)
-        self.finish(f"{status_code}")
+        kind, message, details = problem(self, status_code, kwargs.get("exc_info"))
+        self.set_header("Content-Type", "application/json; charset=UTF-8")
+        self.finish(json.dumps({"error": {"type": kind, "message": message, **details}}))
+
+
+def problem(handler: RequestHandler, status_code: int, exc_info: Any) -> tuple[str, str, dict[str, Any]]:
+    """The type, message and details of an error answer; sets its headers (`WWW-Authenticate`, ...)."""
+    if status_code == 401:
+        handler.set_header("WWW-Authenticate", REALM)
+    exc = (exc_info or (None, None, None))[1]
+    if isinstance(exc, ApiError):
+        for name, value in exc.headers.items():
+            handler.set_header(name, value)
+        return exc.kind, exc.message, exc.details
+    reason = handler._reason
+    return reason, getattr(exc, "log_message", None) or reason, {}
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def when(ms: int | None) -> str:

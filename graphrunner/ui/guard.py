@@ -1,4 +1,10 @@
-"""Which requests may change a run: the explorer's defence against cross-site request forgery.
+"""Which requests the explorer answers: the Host allow-list (against DNS rebinding) and, for the
+requests that may change a run, its defence against cross-site request forgery.
+
+Every request but `/healthcheck` must name, in `Host`, a loopback name (`localhost`, a loopback
+IP such as `127.0.0.1` or `[::1]`, any port), the IP address it listens on, or the host of a
+`--public-url`: a page on another site whose name was rebound to this server's address sends its
+own name, and is refused before anything else is looked at.
 
 Basic-auth credentials are ambient (a browser sends them with every request to the site, as it
 sends cookies), so an action is refused unless it could only come from the page itself or from
@@ -14,11 +20,54 @@ A producer in another language (no cookies, no `Origin`) needs only its credenti
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import ipaddress
+from collections.abc import Collection, Iterable, Mapping
 from urllib.parse import urlsplit
 
 SAFE_SITES = ("same-origin", "none")
 JSON = "application/json"
+LOOPBACK_NAMES = frozenset({"localhost"})
+ANY_ADDRESS = ("0.0.0.0", "::", "")
+
+
+def allowed_hosts(address: str, origins: Iterable[str]) -> frozenset[str]:
+    """The host names (lower case, IPv6 without brackets) requests may name besides loopback ones:
+    the listening IP address unless it is every address, and the hosts of `origins`."""
+    hosts = {urlsplit(origin).hostname or "" for origin in origins}
+    if address not in ANY_ADDRESS:
+        hosts.add(address.strip("[]").lower())
+    return frozenset(hosts - {""})
+
+
+def host_problem(host: str, allowed: Collection[str]) -> str | None:
+    """Why a request's `Host` is refused (a message), or None when it is loopback or `allowed`."""
+    name = _host_name(host)
+    if name and (name in LOOPBACK_NAMES or name in allowed or is_loopback_ip(name)):
+        return None
+    return (
+        f"Host {host[:100]!r} is not one this run explorer answers to: use localhost or 127.0.0.1, "
+        "or start it with --public-url for the name users reach it at"
+    )
+
+
+def _host_name(host: str) -> str:
+    """The name in a `Host` value (`name[:port]`, `[v6]:port`), lower case; '' when malformed."""
+    try:
+        parts = urlsplit(f"//{host}")
+        _ = parts.port  # a port that is not a number in range raises
+    except ValueError:
+        return ""
+    if parts.netloc != host or "@" in host:  # a path, query, fragment or user in it
+        return ""
+    return parts.hostname or ""
+
+
+def is_loopback_ip(text: str) -> bool:
+    """Whether `text` is a loopback IP address (127.0.0.0/8, ::1), never a name that resolves to one."""
+    try:
+        return ipaddress.ip_address(text.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def cross_site(headers: Mapping[str, str], own_origins: Collection[str]) -> str | None:

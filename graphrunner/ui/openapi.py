@@ -13,7 +13,15 @@ ERROR = {
         "error": {
             "type": "object",
             "required": ["type", "message"],
-            "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+            "properties": {
+                "type": {"type": "string"},
+                "message": {"type": "string"},
+                "code": {"type": "string", "description": "permission_denied for a 403 of capabilities"},
+                "node": {"type": "string"},
+                "tool": {"type": ["string", "null"]},
+                "capability": {"type": "string", "description": "the capability missing"},
+                "missing": {"type": "array", "items": {"type": "object"}},
+            },
         }
     },
 }
@@ -31,13 +39,17 @@ def _errors(*codes: int) -> dict[str, Any]:
     meaning = {
         400: "bad request (a malformed run id, filter or body)",
         401: "no valid basic-auth credentials",
-        403: "a cross-site request, or cookies without the page's X-XSRFToken",
+        403: "a cross-site request, cookies without the page's X-XSRFToken, or (code permission_denied) "
+        "a graph or capabilities beyond the login's",
         404: "no such run, graph or state key",
         409: "the run cannot do that now (finished, already running, another run with this id)",
         415: "the body is not application/json",
+        421: "the Host is not localhost, a loopback IP or a --public-url host",
         422: "the graph, inputs or state patch are invalid",
+        429: "too many failed logins from this client: wait Retry-After seconds",
     }
-    return {str(c): _json({"$ref": "#/components/schemas/Error"}, meaning[c]) for c in codes}
+    every = (*codes, 421, 429) if 401 in codes else codes
+    return {str(c): _json({"$ref": "#/components/schemas/Error"}, meaning[c]) for c in sorted(every)}
 
 
 def _query(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -67,7 +79,8 @@ def document() -> dict[str, Any]:
             | _errors(400, 401),
         },
         "post": {
-            "summary": "Submit a run",
+            "summary": "Submit a run; it carries the login's capabilities, and a graph needing more is "
+            "refused (403 permission_denied) before it runs",
             "requestBody": {
                 "required": True,
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Submit"}}},
@@ -143,6 +156,19 @@ def document() -> dict[str, Any]:
                         "run_id": {"type": "string"},
                         "concurrency_key": {"type": "string"},
                         "when_busy": {"type": "string", "enum": ["queue", "refuse"], "default": "queue"},
+                        "capabilities": {
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "description": "narrows the login's capabilities (GET /api/me): each entry one "
+                            "of them as written, or a name without glob characters they allow",
+                        },
+                    },
+                },
+                "Me": {
+                    "type": "object",
+                    "properties": {
+                        "user": {"type": ["string", "null"]},
+                        "capabilities": {"type": "array", "items": {"type": "string"}},
                     },
                 },
             },
@@ -150,6 +176,13 @@ def document() -> dict[str, Any]:
         "security": [{"basic": []}],
         "paths": {
             "/api/runs": runs,
+            "/api/me": {
+                "get": {
+                    "summary": "The login, and the capabilities the runs it submits carry",
+                    "responses": {"200": _json({"$ref": "#/components/schemas/Me"}, "the login")}
+                    | _errors(401),
+                }
+            },
             "/api/runs/{run_id}": {
                 "get": {
                     "summary": "One run; state, inputs and output capped (see state_cap)",
@@ -174,7 +207,8 @@ def document() -> dict[str, Any]:
             },
             "/api/runs/{run_id}/resume": {
                 "post": {
-                    "summary": "Resume a failed, cancelled, paused or stalled run",
+                    "summary": "Resume a failed, cancelled, paused or stalled run (the login needs every "
+                    "capability the run carries)",
                     "parameters": [RUN_ID],
                     "requestBody": {
                         "required": False,

@@ -3,12 +3,14 @@ on the explorer's threads by the handlers."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from graphrunner.cluster.runs import check_run_id
 from graphrunner.errors import GraphNotFound, InvalidRunQuery, RunNotFound
+from graphrunner.ui.permits import check_grants, run_capabilities
 from graphrunner.ui.views import capped, run_view, steps_view, summary_view, version_view
 
 if TYPE_CHECKING:
@@ -145,19 +147,29 @@ def _version(client: Client, version: Mapping[str, Any], draw: bool) -> dict[str
     return view
 
 
-def submit(client: Client, body: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+def submit(
+    client: Client, body: Mapping[str, Any], granted: Sequence[str], user: str | None
+) -> tuple[int, dict[str, Any]]:
     """`POST /api/runs`: 201 for a new run, 202 for one queued behind its concurrency key, 200 for
-    a run id submitted before with the same graph and inputs."""
+    a run id submitted before with the same graph and inputs. The run carries the login's
+    capabilities `granted` (or the body's narrower `capabilities`); a graph that needs more is
+    refused (`SubmitRefused`) before anything is stored."""
     graph_ref, inputs = body.get("graph"), body.get("inputs") or {}
     run_id, key = body.get("run_id"), body.get("concurrency_key")
     if not isinstance(graph_ref, str) or not graph_ref:
         raise InvalidRunQuery('"graph" must be a graph id (a non-empty string)')
     if not isinstance(inputs, dict):
         raise InvalidRunQuery('"inputs" must be a JSON object')
+    if run_id is not None:
+        check_run_id(run_id)
+    capabilities = run_capabilities(granted, body.get("capabilities"), user)
     when_busy = body.get("when_busy", "queue")
-    existed = isinstance(run_id, str) and bool(client.store.run_fields(run_id))
     graph = find_graph(client, graph_ref)
-    handle = client.submit(graph, inputs, run_id=run_id, concurrency_key=key, when_busy=when_busy)
+    check_grants(client, graph, capabilities, user)
+    existed = run_id is not None and bool(client.store.run_fields(run_id))
+    handle = client.submit(
+        graph, inputs, run_id=run_id, capabilities=capabilities, concurrency_key=key, when_busy=when_busy
+    )
     status = client.store.status_of(handle.id)
     code = 200 if existed else 202 if status == "pending" else 201
     return code, {"run_id": handle.id, "status": status}
@@ -171,7 +183,10 @@ def find_graph(client: Client, graph_id: str) -> Graph:
 
     if graph_id.startswith(("/", "\\")) or ".." in graph_id.replace("\\", "/").split("/"):
         raise GraphNotFound(f"{graph_id!r} is not a graph id")
-    path = find_by_id(graph_id, [d for d in client.settings.graph_path if d.is_dir()])
+    try:
+        path = find_by_id(graph_id, [d for d in client.settings.graph_path if d.is_dir()])
+    except (OSError, ValueError):  # a name the file system cannot take (too long, ...)
+        raise GraphNotFound(f"{graph_id!r:.120} is not a graph id") from None
     if path is not None:
         return load_graph(path, settings=client.settings)
     latest = client.list_page(graph_id, limit=1).runs

@@ -167,6 +167,8 @@ def test_submit_refusals_change_nothing(http: httpx.Client, graphs: Path) -> Non
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "GraphNotFound"
     escape = http.post("/api/runs", json={"graph": "../../etc/passwd"})
     assert escape.status_code == 404
+    too_long = http.post("/api/runs", json={"graph": "g" * 5000})  # no file can have that name
+    assert too_long.status_code == 404 and too_long.json()["error"]["type"] == "GraphNotFound"
     graph_id = unique("ui/hello")
     graph_file(graphs, HELLO, graph_id)
     invalid = http.post("/api/runs", json={"graph": graph_id, "inputs": {}})  # `name` is required
@@ -200,7 +202,9 @@ def test_cancel_and_resume_through_the_api(http: httpx.Client, graphs: Path, clu
     again = http.post(f"/api/runs/{sleeping.id}/cancel", json={})
     assert again.status_code == 409 and again.json()["error"]["type"] == "CancelError"
 
-    paused = cluster.submit(str(graph_file(graphs, PAUSING, unique("ui/pausing"))))
+    # resuming needs a login granted what the run carries: `ops` has the pure built-ins
+    pausing = str(graph_file(graphs, PAUSING, unique("ui/pausing")))
+    paused = cluster.submit(pausing, capabilities=["tool:echo"])
     assert paused.wait(timeout=WAIT).status == "paused"
     assert http.get(f"/api/runs/{paused.id}").json()["message"] == "approve the order?"
     bad = http.post(f"/api/runs/{paused.id}/resume", json={"state_patch": {"approved": "not a boolean"}})

@@ -146,7 +146,8 @@ def test_cancel_a_running_run(page: Page, graphs: Path, cluster: Client) -> None
 
 
 def test_resume_a_paused_run_with_a_state_patch(page: Page, graphs: Path, cluster: Client) -> None:
-    run = cluster.submit(str(graph_file(graphs, PAUSING, unique("ui/pausing"))))
+    # resuming needs a login granted what the run carries: this one has the pure built-ins
+    run = cluster.submit(str(graph_file(graphs, PAUSING, unique("ui/pausing"))), capabilities=["tool:echo"])
     assert run.wait(timeout=60).status == "paused"
     page.goto(f"/runs/{run.id}")
     expect(page.locator(".pause-message")).to_contain_text("approve the order?")

@@ -11,10 +11,12 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
 import httpx
+import pytest
 from click.testing import CliRunner
 
 from graphrunner.cli import main
@@ -44,12 +46,16 @@ def unique(prefix: str) -> str:
 class UiServer:
     """`python -m graphrunner ui` on a free loopback port, stopped (by its pid) on exit."""
 
-    def __init__(self, redis_url: str, graph_path: Path, *args: str) -> None:
+    def __init__(
+        self, redis_url: str, graph_path: Path, *args: str, env: Mapping[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        env_extra = env
         env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHRUNNER_")}
         env |= {"GRAPHRUNNER_REDIS_URL": redis_url, "GRAPHRUNNER_GRAPH_PATH": str(graph_path)}
         env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests" / "integration"), env.get("PYTHONPATH", "")])
+        env |= env_extra or {}
         self.command = [sys.executable, "-m", "graphrunner", "ui", "--port", str(self.port), *args]
         self.env = env
         self.process: subprocess.Popen[str] | None = None
@@ -94,14 +100,18 @@ def test_it_refuses_to_start_without_auth() -> None:
     assert "needs authentication: give --basic-auth=user:password" in out.stderr
 
 
-def test_no_auth_serves_on_loopback_only() -> None:
+@pytest.mark.parametrize("address", ["0.0.0.0", "127.evil.example", "localhost.evil"])
+def test_no_auth_serves_on_a_loopback_ip_only(address: str) -> None:
     out = CliRunner().invoke(
         main,
-        ["ui", "--no-auth", "--address", "0.0.0.0"],
+        ["ui", "--no-auth", "--address", address],
         env={"GRAPHRUNNER_REDIS_URL": "redis://127.0.0.1:1/0"},
     )
     assert out.exit_code == 2
-    assert "--no-auth serves the run explorer on loopback only, not on --address=0.0.0.0" in out.stderr
+    assert (
+        f"--no-auth serves the run explorer on a loopback IP address only (127.0.0.1, ::1), not on --address={address}"
+        in out.stderr
+    )
 
 
 def test_a_malformed_credential_is_refused() -> None:
@@ -117,10 +127,35 @@ def test_credentials_are_read_from_the_environment_too() -> None:
     assert out.exit_code == 2 and "'nopassword' is not user:password" in out.stderr
 
 
-def test_no_auth_on_loopback_serves_without_credentials(redis_server: EmbeddedRedis, tmp_path: Path) -> None:
+def test_no_auth_on_loopback_serves_without_credentials_to_loopback_hosts_only(
+    redis_server: EmbeddedRedis, cluster: Client, tmp_path: Path
+) -> None:
+    """DNS rebinding: a page at http://evil.example:PORT whose name now resolves to 127.0.0.1 sends
+    `Host: evil.example:PORT` and its own `Origin`; without auth, only the Host check stops it."""
+    graph_id = unique("ui/echo")
+    (tmp_path / "echo.yaml").write_text(
+        f"id: {graph_id}\nconfig: {{start: a}}\nnodes: {{a: {{action: {{tool: echo}}}}}}\n"
+    )
     with UiServer(redis_server.url, tmp_path, "--no-auth") as server:
         answer = httpx.get(server.url + "/api/runs", timeout=30)
         assert answer.status_code == 200 and "runs" in answer.json()
+        evil = f"evil.example:{server.port}"
+        rebound = {"Host": evil, "Origin": f"http://{evil}"}
+        submit = httpx.post(server.url + "/api/runs", json={"graph": graph_id}, headers=rebound, timeout=30)
+        assert submit.status_code == 421, submit.text
+        assert "Host 'evil.example" in submit.json()["error"]["message"]
+        read = httpx.get(server.url + "/api/runs", headers={"Host": evil}, timeout=30)
+        assert read.status_code == 421 and read.json()["error"]["type"] == "MisdirectedRequest"
+        assert httpx.get(server.url + "/", headers={"Host": evil}, timeout=30).status_code == 421
+        assert httpx.get(server.url + "/healthcheck", headers={"Host": evil}, timeout=30).text == "OK"
+        local = {"Host": f"localhost:{server.port}", "Origin": f"http://evil.example:{server.port}"}
+        cross = httpx.post(server.url + "/api/runs", json={"graph": graph_id}, headers=local, timeout=30)
+        assert cross.status_code == 403  # a loopback Host with a foreign Origin: cross-site
+        assert (
+            httpx.get(server.url + "/api/runs", params={"graph": graph_id}, timeout=30).json()["runs"] == []
+        )
+        me = httpx.get(server.url + "/api/me", timeout=30).json()
+        assert me == {"user": None, "capabilities": ["tool:echo", "tool:fail", "tool:sleep"]}
 
 
 def test_a_public_url_lets_pages_served_through_a_proxy_act(
