@@ -18,7 +18,6 @@ import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from graphrunner.cluster import guard
 from graphrunner.cluster.messages import ITEM_TASK, ItemMessage, Outgoing
 from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome, ItemOutcome
 from graphrunner.engine.capabilities import denied
@@ -140,6 +139,8 @@ class ItemRunner:
         return self.publisher.item(payload, queue, shadow, due=time.time() + deferred.delay)
 
     def _refuse(self, msg: ItemMessage, queue: str) -> None:
+        from graphrunner.cluster import guard  # Celery's consumer: imported only by a worker that refuses
+
         reason = (
             f"foreach item message for run {msg.run_id} (item {msg.index}) does not carry a valid "
             "signature under the cluster's key: forged or altered, not run"

@@ -30,7 +30,7 @@ from graphrunner.services.dispatch import Deferred, dispatch
 from graphrunner.services.hooks import Hooks
 from graphrunner.services.records import utcnow
 from graphrunner.settings import Settings
-from graphrunner.tools import ToolContext, ToolRegistry, default_registry
+from graphrunner.tools import ToolContext, ToolPolicy, ToolRegistry, default_registry
 from graphrunner.tracebacks import cause_traceback
 
 MAX_HOOK_RETRIES = 3  # how often `error` hooks may answer `retry` for one step
@@ -48,13 +48,15 @@ class StepServices:
         cache: ResultCache | None = None,
         cache_ttl: int = DEFAULT_TTL,
         max_state_bytes: int | None = Settings.max_state_bytes,
-        default_capabilities: Sequence[str] = Settings.default_capabilities,
+        default_capabilities: Sequence[str] = Settings.local_capabilities,
+        tool_policy: ToolPolicy | None = None,
     ) -> None:
         self.registry = registry or default_registry()
         self.cache: ResultCache = cache if cache is not None else MemoryCache()
         self.cache_ttl = cache_ttl
         self.max_state_bytes = max_state_bytes
         self.default_capabilities = tuple(default_capabilities)
+        self.tool_policy = tool_policy or ToolPolicy()  # what tools may reach: the secure defaults
         self.hooks = Hooks(self.call, deployment_hooks)
 
     @classmethod
@@ -66,14 +68,16 @@ class StepServices:
         cache: ResultCache | None = None,
         deployment_hooks: Sequence[CompiledHook] = (),
     ) -> StepServices:
-        """Services with the limits, cache lifetime and default capabilities of `settings`."""
+        """Services with the limits, cache lifetime and the capabilities of a local run of `settings`
+        (the in-process runner's default: GRAPHRUNNER_DEFAULT_CAPABILITIES when set, else `*`)."""
         return cls(
             registry,
             deployment_hooks=deployment_hooks,
             cache=cache,
             cache_ttl=settings.cache_ttl,
             max_state_bytes=settings.max_state_bytes,
-            default_capabilities=settings.default_capabilities,
+            default_capabilities=settings.local_capabilities,
+            tool_policy=ToolPolicy.from_settings(settings),
         )
 
     # -- run events --------------------------------------------------------------------------
@@ -166,6 +170,7 @@ class StepServices:
 
     async def call(self, snap: RunSnapshot, call: ActionCall, context: ToolContext) -> ActionOutcome:
         """Dispatch `call` to the end in this process: waits are slept here (not durable)."""
+        context = replace(context, policy=self.tool_policy)
         outcome = await dispatch(self.registry, call, context, cache=self.cache_slot(snap.graph_hash, call))
         while isinstance(outcome, Deferred):
             await asyncio.sleep(outcome.delay)
@@ -190,7 +195,7 @@ class StepServices:
         return await dispatch(
             self.registry,
             call,
-            replace(context, durable=True),
+            replace(context, durable=True, policy=self.tool_policy),
             attempt=attempt,
             inline_wait=INLINE_WAIT,
             cache=self.cache_slot(graph_hash, call),

@@ -1,6 +1,7 @@
 """Tools: what a node's action dispatches to."""
 
 from graphrunner.tools.base import Defer, Tool, ToolContext, parse_params
+from graphrunner.tools.policy import ToolPolicy
 from graphrunner.tools.registry import (
     ToolRegistry,
     default_registry,
@@ -12,6 +13,7 @@ __all__ = [
     "Defer",
     "Tool",
     "ToolContext",
+    "ToolPolicy",
     "ToolRegistry",
     "default_registry",
     "parse_params",

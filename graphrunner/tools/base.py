@@ -8,11 +8,13 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from graphrunner.errors import ToolError
+from graphrunner.tools.policy import DEFAULT_POLICY, ToolPolicy
 
 
 @dataclass(frozen=True)
 class ToolContext:
-    """Who is calling: run, graph, node, step and attempt, and the node's timeout."""
+    """Who is calling: run, graph, node, step and attempt, the node's timeout, and the
+    deployment's boundaries for tools (`policy`: what started processes and `http` may reach)."""
 
     run_id: str
     graph_id: str
@@ -22,6 +24,7 @@ class ToolContext:
     timeout: float | None = None
     item_index: int | None = None
     durable: bool = False  # on a worker: a tool may `raise Defer(...)` instead of sleeping
+    policy: ToolPolicy = DEFAULT_POLICY
 
     @property
     def idempotency_key(self) -> str:

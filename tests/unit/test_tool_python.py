@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -127,3 +128,51 @@ def test_slow_async_function_is_cancelled_by_a_timeout() -> None:
             )
 
     asyncio.run(main())
+
+
+# -- a reference names the module that defines the callable (DESIGN §2.8) -------------------
+
+
+def test_a_callable_the_module_imported_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "made"
+    err = error_of({"fn": "graphrunner.settings:os.mkdir", "args": {"path": str(target)}})
+    assert (err.classification, err.error_type) == ("validation", "ForeignCallable")
+    message = str(err)
+    assert "'graphrunner.settings:os.mkdir'" in message
+    assert "module 'posix'" in message
+    assert "reference 'posix:mkdir' instead" in message
+    assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    ("ref", "defined_in"),
+    [
+        (f"{MOD}:basename", "posixpath"),
+        (f"{MOD}:asyncio.sleep", "asyncio.tasks"),
+        (f"{MOD}:ADD_TEN", "functools"),
+    ],
+)
+def test_imported_names_and_partials_are_refused(ref: str, defined_in: str) -> None:
+    err = error_of({"fn": ref})
+    assert err.error_type == "ForeignCallable"
+    assert f"module '{defined_in}'" in str(err)
+
+
+def test_a_builtin_method_without_a_module_is_refused() -> None:
+    err = error_of({"fn": f"{MOD}:SENTINEL.get", "args": {"key": "the"}})
+    assert err.error_type == "ForeignCallable"
+    assert "names no module" in str(err)
+
+
+@pytest.mark.parametrize(
+    "ref", [f"{MOD}:add.__globals__", f"{MOD}:Greeter.__subclasses__", f"{MOD}:Greeter.__init__"]
+)
+def test_special_attributes_are_refused(ref: str) -> None:
+    err = error_of({"fn": ref})
+    assert (err.classification, err.error_type) == ("validation", "ImportFailed")
+    assert "special attribute" in str(err)
+
+
+def test_callables_defined_under_the_module_are_admitted() -> None:
+    assert run({"fn": f"{MOD}:Greeter.kind"}) == "Greeter"
+    assert run({"fn": "graphrunner:settings.is_cluster_url", "args": {"url": "redis+cluster://h"}}) is True

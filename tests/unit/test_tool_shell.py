@@ -5,13 +5,18 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from graphrunner import Graph
 from graphrunner.errors import ToolError
+from graphrunner.tools import ToolPolicy
 from graphrunner.tools.base import ToolContext
+from graphrunner.tools.builtin.rye_tools import RyeBashTool
 from graphrunner.tools.builtin.shell import ShellTool
 
 CONTEXT = ToolContext(run_id="r1", graph_id="g", node="n", step=1)
@@ -184,3 +189,78 @@ def test_bad_params_are_validation(params: dict[str, Any], needle: str) -> None:
     err = error_of(params)
     assert (err.classification, err.error_type) == ("validation", "InvalidParams")
     assert needle in str(err)
+
+
+# -- a step starts from a minimal environment (DESIGN §7) -----------------------------------
+
+WORKER_SECRETS = {
+    "FLOWER_BASIC_AUTH": "admin:flower-secret",
+    "GRAPHRUNNER_REDIS_URL": "redis://:redis-secret@cache:6379/0",
+    "AWS_SECRET_ACCESS_KEY": "aws-secret",
+}
+
+
+def environment_of(output: str) -> dict[str, str]:
+    """The variables `env -0` printed."""
+    return dict(item.split("=", 1) for item in output.split("\0") if item)
+
+
+@pytest.fixture
+def worker_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker environment with secrets in it, a team's variables, and a locale."""
+    for name, value in WORKER_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TEAM_API_URL", "https://api.example")
+    monkeypatch.setenv("TEAM_REGION", "eu")
+    monkeypatch.setenv("LC_TIME", "C")
+
+
+@pytest.mark.usefixtures("worker_env")
+def test_worker_secrets_do_not_reach_a_step() -> None:
+    seen = environment_of(run({"argv": ["env", "-0"]})["stdout"])
+    assert seen["PATH"] == os.environ["PATH"]
+    assert seen["LC_TIME"] == "C"
+    assert not set(WORKER_SECRETS) & set(seen)
+    assert "TEAM_API_URL" not in seen
+    assert set(seen) <= {"PATH", "HOME", "TMPDIR", "LANG", "LANGUAGE", "TZ", "PWD", "SHLVL", "_"} | {
+        name for name in seen if name.startswith("LC_")
+    }
+
+
+@pytest.mark.usefixtures("worker_env")
+def test_allow_listed_worker_variables_and_the_node_env_reach_a_step() -> None:
+    context = replace(CONTEXT, policy=ToolPolicy(shell_env_allow=("TEAM_*",)))
+    params = {"command": "env -0", "shell": True, "env": {"TEAM_REGION": "us", "NODE_VAR": "n"}}
+    seen = environment_of(run(params, context)["stdout"])
+    assert (seen["TEAM_API_URL"], seen["TEAM_REGION"], seen["NODE_VAR"]) == ("https://api.example", "us", "n")
+    assert not set(WORKER_SECRETS) & set(seen)
+
+
+@pytest.mark.usefixtures("worker_env")
+def test_the_rye_bash_tool_starts_from_the_same_environment() -> None:
+    context = replace(CONTEXT, policy=ToolPolicy(shell_env_allow=("TEAM_API_URL",)))
+    result = asyncio.run(RyeBashTool().run({"command": "env -0"}, context))
+    seen = environment_of(result["stdout"])
+    assert seen["TEAM_API_URL"] == "https://api.example"
+    assert not {*WORKER_SECRETS, "TEAM_REGION"} & set(seen)
+
+
+@pytest.mark.usefixtures("worker_env")
+def test_a_run_gets_the_allow_list_of_its_settings(
+    graph_of: Callable[[str], Graph], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GRAPHRUNNER_SHELL_ENV_ALLOW", "TEAM_REGION")
+    graph = graph_of(
+        """
+        id: shell/env
+        config: {start: look}
+        state: {seen: {type: string}}
+        nodes:
+          look:
+            action: {tool: shell, params: {command: 'echo "$TEAM_REGION/$FLOWER_BASIC_AUTH"', shell: true}}
+            assign: {seen: "${result.stdout}"}
+        """
+    )
+    result = graph.invoke_sync(capabilities=["tool:shell"])
+    assert result.status == "completed", result.error
+    assert result.state["seen"] == "eu/\n"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import time
+from os.path import basename  # noqa: F401  (imported, not defined here: `tool_targets:basename` is refused)
 from typing import Any
 
 from graphrunner.errors import ToolError
@@ -66,3 +68,15 @@ async def async_slow(seconds: float) -> str:
 
 
 NOT_CALLABLE = 42
+
+
+ADD_TEN = functools.partial(add, b=10)  # a partial names no module of its own: refused
+
+
+class Greeter:
+    """A class whose methods are defined here (a reference may name them through the class)."""
+
+    @classmethod
+    def kind(cls) -> str:
+        """The class's name."""
+        return cls.__name__

@@ -1,4 +1,12 @@
-"""The `http` tool: one HTTP request with httpx."""
+"""The `http` tool: one HTTP request with httpx, to addresses the deployment allows.
+
+Each hop (the request, then every redirect, followed here up to `MAX_REDIRECTS`) connects
+through `pinned.PinnedTransport`: its host is resolved once, checked against the `AddressPolicy`
+of `ToolContext.policy` (link-local and cloud metadata refused always, then
+`GRAPHRUNNER_HTTP_DENY` and `GRAPHRUNNER_HTTP_ALLOW`), and the socket opened to the checked
+address. A refusal is a permanent `AddressRefused` failure naming host, address and rule.
+Proxy variables and .netrc are not read: a proxy would connect where no check could see.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +17,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from graphrunner.errors import ToolError
+from graphrunner.tools.addresses import AddressPolicy, AddressRefused
 from graphrunner.tools.base import ToolContext, effective_timeout, parse_params
 
 if TYPE_CHECKING:
     import httpx
 
 DEFAULT_TIMEOUT = 30.0
+MAX_REDIRECTS = 20  # as httpx follows by default
 BODY_SNIPPET = 200
 
 QueryValue = str | int | float | bool | None
@@ -63,7 +73,7 @@ class HttpTool:
         p = parse_params(HttpParams, params, self.name)
         timeout = effective_timeout(p.timeout, context.timeout) or DEFAULT_TIMEOUT
         started = time.monotonic()
-        response = await _send(p, timeout)
+        response = await _send(p, timeout, context.policy.http)
         result = {
             "status": response.status_code,
             "headers": {k.lower(): v for k, v in response.headers.items()},
@@ -76,21 +86,20 @@ class HttpTool:
         return result
 
 
-async def _send(p: HttpParams, timeout: float) -> httpx.Response:
-    """Send the request within `timeout` seconds in all; transport errors become ToolErrors."""
+async def _send(p: HttpParams, timeout: float, policy: AddressPolicy) -> httpx.Response:
+    """Send the request within `timeout` seconds in all; transport errors and refused
+    addresses become ToolErrors."""
     import httpx  # on first use: loading a graph or a worker need not pay for it
 
+    from graphrunner.tools.builtin.pinned import PinnedTransport
+
     try:
-        async with httpx.AsyncClient(timeout=timeout, follow_redirects=p.follow_redirects) as c:
-            request = c.request(
-                p.method,
-                p.url,
-                headers=p.headers,
-                params=p.params,
-                json=p.json_body,
-                content=p.body,
-            )
-            return await asyncio.wait_for(request, timeout)
+        transport = PinnedTransport(policy)
+        async with httpx.AsyncClient(transport=transport, timeout=timeout, trust_env=False) as client:
+            return await asyncio.wait_for(_exchange(client, p), timeout)
+    except AddressRefused as exc:
+        hop = "" if exc.url is None else f" at its redirect to {exc.url}"
+        raise _error(p, f"refused{hop}: {exc}", "AddressRefused", "permanent") from exc
     except (TimeoutError, httpx.TimeoutException) as exc:
         raise _error(p, f"timed out after {timeout:g} s", "RemoteTimeout", "transient") from exc
     except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
@@ -99,6 +108,26 @@ async def _send(p: HttpParams, timeout: float) -> httpx.Response:
         raise _error(p, f"{type(exc).__name__}: {exc}", "ConnectionError", "transient") from exc
     except httpx.HTTPError as exc:
         raise _error(p, f"{type(exc).__name__}: {exc}", type(exc).__name__, "permanent") from exc
+
+
+async def _exchange(client: httpx.AsyncClient, p: HttpParams) -> httpx.Response:
+    """Send the request, then follow its redirects one hop at a time (each hop's connection is
+    checked where it is made); more than `MAX_REDIRECTS` is `TooManyRedirects`."""
+    import httpx
+
+    request = client.build_request(
+        p.method, p.url, headers=p.headers, params=p.params, json=p.json_body, content=p.body
+    )
+    for hop in range(MAX_REDIRECTS + 1):
+        try:
+            response = await client.send(request)
+        except AddressRefused as exc:
+            exc.url = str(request.url) if hop else None
+            raise
+        if not p.follow_redirects or response.next_request is None:
+            return response
+        request = response.next_request
+    raise httpx.TooManyRedirects(f"more than {MAX_REDIRECTS} redirects", request=request)
 
 
 def _error(p: HttpParams, what: str, kind: str, classification: str) -> ToolError:

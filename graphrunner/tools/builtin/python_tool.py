@@ -75,14 +75,15 @@ class PythonTool:
 
 
 def _load(ref: str) -> Callable[..., Any]:
-    """Import `ref`; a bad reference is a `validation` ToolError (with the traceback of the
+    """Import `ref`; a bad reference, or one that resolves to a callable defined outside the
+    module it names (`ForeignCallable`), is a `validation` ToolError (with the traceback of the
     module's own code when importing it raised)."""
     try:
         return import_callable(ref)
     except ImportFailed as exc:
         raise ToolError(
             f"tool 'python': {exc}",
-            error_type="ImportFailed",
+            error_type=type(exc).__name__,
             classification="validation",
             traceback=user_traceback(exc.__context__),
         ) from None

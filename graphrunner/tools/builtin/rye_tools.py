@@ -39,7 +39,8 @@ class BashParams(BaseModel):
 
 
 class RyeBashTool:
-    """`rye/bash/bash` (also `rye/bash`): the Rye bash tool, run through `/bin/sh -c`.
+    """`rye/bash/bash` (also `rye/bash`): the Rye bash tool, run through `/bin/sh -c` in the
+    same minimal environment as `shell` (`ToolPolicy.child_env`).
 
     Returns `{success, output, stdout, stderr, exit_code, truncated}`; a non-zero exit is
     `success: false`, never an exception. A missing working directory or a timeout is
@@ -65,6 +66,7 @@ class RyeBashTool:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 cwd=None if cwd is None else str(cwd),
+                env=context.policy.child_env(),
                 start_new_session=True,
             )
         except OSError as exc:  # e.g. working_dir is a file

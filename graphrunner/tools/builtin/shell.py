@@ -1,4 +1,9 @@
-"""The `shell` tool: run a command (argv, or a shell line with `shell: true`)."""
+"""The `shell` tool: run a command (argv, or a shell line with `shell: true`).
+
+The process starts from a minimal environment (`ToolPolicy.child_env`): PATH, HOME, TMPDIR,
+the locale and TZ, the worker variables `GRAPHRUNNER_SHELL_ENV_ALLOW` names, and the node's
+`env`. Worker secrets (Redis and broker URLs, logins) never reach it unless allowed by name.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from graphrunner.errors import ToolError
 from graphrunner.tools.base import ToolContext, effective_timeout, parse_params
+from graphrunner.tools.policy import ToolPolicy
 
 STDERR_TAIL = 500
 
@@ -81,7 +87,7 @@ class ShellTool:
         p = parse_params(ShellParams, params, self.name)
         timeout = effective_timeout(p.timeout, context.timeout)
         started = time.monotonic()
-        proc = await _spawn(p)
+        proc = await _spawn(p, context.policy)
         data = None if p.input is None else p.input.encode("utf-8")
         out, err = await _communicate(proc, data, timeout, p.describe())
         stderr = err.decode("utf-8", errors="replace")
@@ -96,9 +102,10 @@ class ShellTool:
         }
 
 
-async def _spawn(p: ShellParams) -> asyncio.subprocess.Process:
-    """Start the process in a new session; a failure to start is a ToolError."""
-    env = {**os.environ, **p.env} if p.env else None
+async def _spawn(p: ShellParams, policy: ToolPolicy) -> asyncio.subprocess.Process:
+    """Start the process in a new session, in the minimal environment of `policy` plus the
+    node's `env`; a failure to start is a ToolError."""
+    env = policy.child_env(p.env)
     options: dict[str, Any] = {
         "stdin": asyncio.subprocess.PIPE if p.input is not None else asyncio.subprocess.DEVNULL,
         "stdout": asyncio.subprocess.PIPE,
