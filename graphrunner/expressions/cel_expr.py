@@ -1,11 +1,16 @@
-"""CEL expressions, compiled once with the `common-expression-language` library, never `eval`."""
+"""CEL expressions, compiled once with the `common-expression-language` library, never `eval`.
+
+graphrunner's own functions (`functions.FUNCTIONS`: `shell_quote`) are given to the programs
+that call them, and only to those: a program that calls none runs on a plain dict, as fast as
+before.
+"""
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -13,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from graphrunner.errors import ExpressionError
 from graphrunner.expressions.cel_runtime import load_cel
 from graphrunner.expressions.failures import evaluation_error, first_line
+from graphrunner.expressions.functions import FUNCTIONS
 from graphrunner.expressions.lint import without_strings
 
 if TYPE_CHECKING:
@@ -41,6 +47,7 @@ class CelExpression:
             raise ExpressionError(first_line(f"does not parse: {exc}"), source) from None
         bound = set(MACRO_VAR.findall(source))
         self.variables = tuple(v for v in self._program.variables() if v not in bound)
+        self.functions = tuple(f for f in self._program.functions() if f in FUNCTIONS)
         unknown = sorted(set(self.variables) - namespaces)
         if unknown:
             raise ExpressionError(
@@ -57,14 +64,40 @@ class CelExpression:
     def evaluate(self, context: Mapping[str, Any]) -> Any:
         """Run the program against `context`; any failure is an `ExpressionError` naming the expression."""
         variables = {name: context.get(name) for name in self.variables}
+        failures: list[Exception] = []
         try:
-            return to_plain(self._program.execute(variables))
+            value = to_plain(self._program.execute(self._with_functions(variables, failures)))
         except Exception as exc:
-            raise evaluation_error(self.source, exc) from None
+            raise evaluation_error(self.source, failures[0] if failures else exc) from None
         except BaseException as exc:  # a Rust panic arrives as pyo3's PanicException
             if type(exc).__name__ != "PanicException":
                 raise
             raise evaluation_error(self.source, exc) from None
+        if failures:
+            raise evaluation_error(self.source, failures[0])
+        return value
+
+    def _with_functions(self, variables: dict[str, Any], failures: list[Exception]) -> Any:
+        """`variables` as they are, or with graphrunner's functions that the program calls
+        (a new context each time: the library's contexts are not thread-safe)."""
+        if not self.functions:
+            return variables
+        functions = {name: _guarded(FUNCTIONS[name], failures) for name in self.functions}
+        return _cel().Context(variables, functions=functions)
+
+
+def _guarded(function: Callable[..., Any], failures: list[Exception]) -> Callable[..., Any]:
+    """`function` on plain values; what it raises is kept in `failures` rather than raised
+    through the library, which would log it as a warning and bury its message in its own."""
+
+    def call(*args: Any) -> Any:
+        try:
+            return function(*(to_plain(a) for a in args))
+        except Exception as exc:  # a FunctionError, or a value too deep to write as text
+            failures.append(exc)
+            return ""  # never used: the evaluation fails with the kept error
+
+    return call
 
 
 def _check_size(source: str) -> None:

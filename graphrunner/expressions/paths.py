@@ -13,7 +13,7 @@ from graphrunner.text import SURROGATE
 
 SEGMENT = r"(?:[A-Za-z_][A-Za-z0-9_-]*|\d+)"
 PATH = re.compile(rf"^[A-Za-z_][A-Za-z0-9_]*(?:\.{SEGMENT})*$")
-LITERAL = re.compile(r'^(?:"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null)$')
+LITERAL = re.compile(r"""^(?:"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|-?\d+(?:\.\d+)?|true|false|null)$""")
 KEYWORDS = frozenset({"true", "false", "null"})
 
 
@@ -94,12 +94,30 @@ def _literal(text: str) -> Any:
     """The JSON value of a literal; `_NOT_A_VALUE` for one JSON or Python cannot take
     (a bad escape, an integer too long, an unpaired surrogate), which CEL then reports."""
     try:
-        value = json.loads(text)
+        value = json.loads(_double_quoted(text) if text.startswith("'") else text)
     except ValueError:
         return _NOT_A_VALUE
     if isinstance(value, str) and SURROGATE.search(value):
         return _NOT_A_VALUE
     return value
+
+
+def _double_quoted(text: str) -> str:
+    """The single-quoted literal `text` (`'it\\'s'`) as a JSON string (`"it's"`)."""
+    out, i = ['"'], 1
+    while i < len(text) - 1:
+        ch = text[i]
+        if ch == "\\" and text[i + 1] == "'":
+            out.append("'")
+            i += 2
+            continue
+        if ch == "\\":
+            out.append(text[i : i + 2])
+            i += 2
+            continue
+        out.append('\\"' if ch == '"' else ch)
+        i += 1
+    return "".join(out) + '"'
 
 
 def _split_or(text: str) -> list[str]:

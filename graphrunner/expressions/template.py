@@ -6,14 +6,15 @@ as text. Mappings and lists are walked; other values pass through unchanged.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from graphrunner.errors import ExpressionError
 from graphrunner.expressions.cel_expr import CelExpression
 from graphrunner.expressions.failures import evaluation_error
+from graphrunner.expressions.functions import FunctionCall, parse_call
 from graphrunner.expressions.paths import Fallback, parse_fallback
+from graphrunner.expressions.rendering import render_text as render_text  # also imported from here
 from graphrunner.expressions.scanner import has_expression, split_template
 
 
@@ -27,12 +28,13 @@ class Template(Protocol):
     def paths(self) -> list[tuple[str, ...]]: ...
 
 
-Expression = Fallback | CelExpression
+Expression = Fallback | FunctionCall | CelExpression
 
 
 def compile_expression(text: str, namespaces: frozenset[str]) -> Expression:
-    """A path/fallback chain when `text` is one, otherwise a CEL expression."""
-    fallback = parse_fallback(text)
+    """A path/fallback chain when `text` is one, or one of graphrunner's functions over one
+    (`shell_quote(inputs.dir || ".")`), otherwise a CEL expression."""
+    fallback: Fallback | FunctionCall | None = parse_fallback(text) or parse_call(text)
     if fallback is None:
         return CelExpression(text, namespaces)
     unknown = sorted(fallback.roots - namespaces)
@@ -52,22 +54,10 @@ def expression_roots(expr: Expression) -> set[str]:
 
 def expression_paths(expr: Expression) -> list[tuple[str, ...]]:
     """The dotted paths an expression reads (only known exactly for path chains)."""
-    if isinstance(expr, Fallback):
-        return [c for c, lit in zip(expr.choices, expr.literal_flags, strict=True) if not lit]
+    chain = expr.chain if isinstance(expr, FunctionCall) else expr
+    if isinstance(chain, Fallback):
+        return [c for c, lit in zip(chain.choices, chain.literal_flags, strict=True) if not lit]
     return []
-
-
-def render_text(value: Any) -> str:
-    """How a value reads inside text: null is empty, booleans lower-case, structures JSON."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict | list):
-        return json.dumps(value, separators=(",", ":"), default=str)
-    return str(value)
 
 
 class Constant:

@@ -1,5 +1,5 @@
 """Static analysis warnings: no return node, state read but never written (and the reverse),
-expressions certain to fail, environment variables missing."""
+expressions certain to fail, values pasted unquoted into shell text, environment variables missing."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from graphrunner.report import Issue
 from graphrunner.rye.permissions import graph_name, permitted, rye_name
 from graphrunner.validation.children import child_sites
 from graphrunner.validation.constants import constant_failures
+from graphrunner.validation.shell_text import shell_interpolations
 from graphrunner.validation.sites import Site, condition_paths, expression_sites
 from graphrunner.validation.structure import unreachable
 
@@ -31,7 +32,7 @@ WHOLE_STATE = re.compile(r"\bstate\b(?!\s*[.\[])")
 def analyse(spec: GraphSpec, check_env: bool = False) -> list[Issue]:
     """Every warning for `spec`. A Rye graph gets the walker's static analysis: an unreachable
     node is a warning there, and missing `env_requires` variables are always reported."""
-    warnings = _no_return(spec) + _state_flow(spec) + constant_failures(spec)
+    warnings = _no_return(spec) + _state_flow(spec) + constant_failures(spec) + shell_interpolations(spec)
     if spec.rye:
         warnings += unreachable(spec) + _unpermitted(spec)
     if check_env or spec.rye:

@@ -224,6 +224,9 @@ def test_resolve() -> None:
         ('${inputs.a || inputs.c || "last"}', "last"),
         ('${inputs.b || "unused"}', "from-b"),
         ('${inputs.a || "a||b"}', "a||b"),
+        ("${inputs.a || 'anon'}", "anon"),  # single quotes, as CEL writes strings too
+        ("${inputs.a || 'it\\'s \"x\"'}", 'it\'s "x"'),
+        ("${inputs.a || 'a||b'}", "a||b"),
         ("${inputs.a||inputs.b}", "from-b"),
         ("${state.items.7.name || state.items.0.name}", "first"),
     ],
@@ -247,6 +250,12 @@ def test_parse_fallback() -> None:
     assert chain.evaluate({"inputs": {}}) == "x"
     assert parse_fallback("state.n + 1") is None
     assert parse_fallback('"x" || "y"') is None
+
+
+def test_shell_quote_of_a_chain_reads_it_as_a_fallback() -> None:
+    assert render("ls ${shell_quote(inputs.a || inputs.b)}") == "ls from-b"
+    assert render("ls ${shell_quote(inputs.a || 'a dir')}") == "ls 'a dir'"
+    assert render("ls ${shell_quote(state.tags)} ${shell_quote(state.none)}") == "ls a b ''"
 
 
 def test_fallback_unknown_namespace_is_compile_error() -> None:

@@ -312,6 +312,44 @@ WARNINGS = [
         node="stray",
     ),
     Case(
+        "shell-text-in-a-hook",
+        "shell_interpolation",
+        """
+        id: t
+        config:
+          start: done
+          hooks:
+            - event: graph_completed
+              action:
+                tool: shell
+                params:
+                  shell: true
+                  command: "echo ${event.status} >> log"  # <-
+        nodes:
+          done: {type: return}
+        """,
+    ),
+    Case(
+        "shell-text-in-a-rye-file",
+        "shell_interpolation",
+        """
+        tool_type: graph
+        config:
+          start: first
+          nodes:
+            first:
+              action:
+                primary: execute
+                item_id: rye/bash/bash
+                params:
+                  working_dir: "${inputs.dir}"
+                  command: "ls '${inputs.dir}'"  # <-
+              next: done
+            done: {type: return}
+        """,
+        node="first",
+    ),
+    Case(
         "read-in-a-rye-file",
         NEVER_ASSIGNED,
         """
