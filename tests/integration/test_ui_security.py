@@ -6,6 +6,7 @@ refusals (users file, placeholder passwords, Redis URL)."""
 from __future__ import annotations
 
 import base64
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +27,7 @@ OPS = ("ops", "0ps-secret-pass")
 VIEWER = ("viewer", "v1ewer-secret-pass")
 PLAIN = ("plain", "pl41n-secret-pass")
 UMLAUT = ("jürgen", "pässwörd-1")
-OPS_GRANTS = ["tool:shell", "graph:*"]
+OPS_GRANTS = ["tool:shell", "tool:rye/bash*", "graph:*"]
 SHELL = """
 id: {graph_id}
 config: {{start: a}}
@@ -115,6 +116,30 @@ def test_a_basic_auth_login_may_not_run_shell_whatever_the_default_capabilities(
     assert (error["node"], error["tool"], error["capability"]) == ("a", "shell", "tool:shell")
     assert "node 'a'" in error["message"] and "'tool:shell'" in error["message"]
     assert no_runs(http, graph_id)
+
+
+INJECTION = ". -maxdepth 0; echo INJECTED uid=$(id -u) #"
+
+
+def test_the_rye_example_reproduction_runs_nothing_it_was_not_granted(
+    http: httpx.Client, graphs: Path, cluster: Client
+) -> None:
+    """The issue's reproduction: POST rye/count-files with shell syntax in an input."""
+    root = Path(__file__).resolve().parents[2]
+    shutil.copytree(root / "graphs" / "rye", graphs / "rye", dirs_exist_ok=True)
+    body = {"graph": "rye/count-files", "inputs": {"directory": INJECTION}}
+    refused = http.post("/api/runs", json=body, headers=login(PLAIN))  # a login with no grants
+    assert refused.status_code == 403, refused.text
+    error = refused.json()["error"]
+    assert (error["code"], error["capability"]) == ("permission_denied", "tool:rye/bash/bash")
+    assert no_runs(http, "rye/count-files")
+    granted = http.post("/api/runs", json=body, headers=login(OPS))  # granted the bash tool
+    assert granted.status_code == 201, granted.text
+    result = cluster.run(granted.json()["run_id"]).wait(timeout=WAIT)
+    assert result.status == "completed", result.error
+    assert result.state["count"].strip() == "0"  # find got one (missing) directory: nothing ran
+    records = cluster.run(result.run_id).steps()
+    assert not any("uid=" in str(r) for r in records)
 
 
 def test_a_users_file_login_runs_with_its_own_capabilities(
