@@ -1,12 +1,14 @@
 """The compose file as `docker compose` reads it: `.env` interpolation, `<<` merges, services.
 
 Only what the tests need of the Compose Specification's interpolation: `${VAR}`,
-`${VAR:-default}`, `${VAR-default}`, `${VAR:?error}`, `${VAR?error}`, `$$` and `$VAR`.
+`${VAR:-default}`, `${VAR-default}`, `${VAR:?error}`, `${VAR?error}`, `$$` and `$VAR`; any
+other `$` (a shell's `$(...)` written without `$$`) is an error, as `docker compose` makes it.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 import shlex
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
-VARIABLE = re.compile(r"\$(?:\$|\{(?P<braced>[^}]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*))")
+VARIABLE = re.compile(r"\$(?:\$|\{(?P<braced>[^}]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*)|(?P<invalid>))")
 BRACED = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:-|-|:\?|\?)(?P<arg>.*))?$", re.DOTALL)
 
 
@@ -35,6 +37,16 @@ def read_env_file(path: Path = ENV_EXAMPLE) -> dict[str, str]:
     return env
 
 
+PLACEHOLDER = "change-me"
+SECRET = secrets.token_hex(12)  # this test session's passwords
+
+
+def deployed_env() -> dict[str, str]:
+    """.env.example as an operator fills it in: every `change-me` replaced by a real secret
+    (graphrunner's processes and the Redis command refuse the placeholder)."""
+    return {key: value.replace(PLACEHOLDER, SECRET) for key, value in read_env_file().items()}
+
+
 def interpolate(value: Any, env: dict[str, str]) -> Any:
     """`value` with every variable replaced as compose does (recursively in lists and maps)."""
     if isinstance(value, str):
@@ -49,6 +61,10 @@ def interpolate(value: Any, env: dict[str, str]) -> Any:
 def _substitute(match: re.Match[str], env: dict[str, str]) -> str:
     if match.group(0) == "$$":
         return "$"
+    if match.group("invalid") is not None:
+        raise ValueError(
+            f"invalid interpolation at {match.string[match.start() : match.start() + 20]!r}: write $$"
+        )
     if match.group("plain"):
         return env.get(match.group("plain"), "")
     parsed = BRACED.match(match.group("braced"))
@@ -74,3 +90,18 @@ def command_of(service: dict[str, Any]) -> list[str]:
     """A service's command as an argv list (a string command is split as compose splits it)."""
     command = service["command"]
     return shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+
+
+def argv_of_service(service: dict[str, Any]) -> list[str]:
+    """What the container runs: its `entrypoint` (when the service sets one) and its command."""
+    entrypoint = service.get("entrypoint", [])
+    entry = shlex.split(entrypoint) if isinstance(entrypoint, str) else [str(a) for a in entrypoint]
+    return [*entry, *command_of(service)]
+
+
+def redis_server_options(script: str) -> dict[str, str]:
+    """The `--option value` pairs of the `exec redis-server - ...` line of a Redis start script."""
+    (line,) = [s.strip() for s in script.splitlines() if s.strip().startswith("exec redis-server")]
+    argv = shlex.split(line.partition("<<")[0])
+    assert argv[:3] == ["exec", "redis-server", "-"], argv  # the configuration (password) from stdin
+    return dict(zip(argv[3::2], argv[4::2], strict=True))

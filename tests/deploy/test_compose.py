@@ -1,25 +1,40 @@
 """docker-compose.yml and .env.example: valid against the Compose Specification, and the
 deployment the issue asks for (AOF Redis, scalable workers, one beat, Flower and the run explorer
-behind auth)."""
+behind auth), secure by default (loopback ports, hardened containers, no password in argv,
+least-privilege capabilities, pinned images)."""
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 import yaml
-from compose_files import COMPOSE, ENV_EXAMPLE, ROOT, MissingVariable, command_of, load_compose, read_env_file
+from compose_files import (
+    COMPOSE,
+    ENV_EXAMPLE,
+    ROOT,
+    MissingVariable,
+    argv_of_service,
+    command_of,
+    deployed_env,
+    load_compose,
+    read_env_file,
+    redis_server_options,
+)
 
 from graphrunner.cluster.preflight import node_timeouts
-from graphrunner.settings import Settings
+from graphrunner.settings import PURE_BUILTINS, Settings
 
 PLACEHOLDER = "change-me"
+SERVICES = ("redis", "worker", "beat", "flower", "ui", "producer")
 
 
 def compose_schema() -> dict[str, Any]:
@@ -63,15 +78,29 @@ def test_check_jsonschema_cli_accepts_the_file() -> None:
 
 def test_redis_keeps_an_append_only_file_and_never_evicts() -> None:
     redis = load_compose()["services"]["redis"]
-    argv = command_of(redis)
-    pairs = dict(zip(argv[1::2], argv[2::2], strict=False))
-    assert pairs["--appendonly"] == "yes"
-    assert pairs["--appendfsync"] == "everysec"
-    assert pairs["--maxmemory-policy"] == "noeviction"
-    assert pairs["--requirepass"] == read_env_file()["REDIS_PASSWORD"]
+    argv = argv_of_service(redis)
+    assert argv[:2] == ["/bin/sh", "-ec"] and len(argv) == 3
+    options = redis_server_options(argv[2])
+    assert options["--appendonly"] == "yes"
+    assert options["--appendfsync"] == "everysec"
+    assert options["--maxmemory-policy"] == "noeviction"
+    assert "--requirepass" not in options  # the password comes on stdin (test_compose_processes.py runs it)
     assert any(v.endswith(":/data") for v in redis["volumes"])
-    assert redis["healthcheck"]["test"][:2] == ["CMD", "redis-cli"]
+    assert redis["healthcheck"]["test"] == ["CMD-SHELL", "redis-cli ping | grep -q PONG"]
     assert "ports" not in redis  # reachable only on the compose network
+
+
+def _bytes(size: str) -> int:
+    """`768mb`, `1g`, `512m` as bytes (Redis and compose spell units differently)."""
+    number, unit = re.fullmatch(r"(\d+)\s*([kmg]?)b?", size.lower()).groups()  # type: ignore[union-attr]
+    return int(number) * 1024 ** " kmg".index(unit or " ")
+
+
+def test_redis_refuses_writes_before_its_container_is_out_of_memory() -> None:
+    redis = load_compose()["services"]["redis"]
+    maxmemory = _bytes(redis_server_options(argv_of_service(redis)[2])["--maxmemory"])
+    limit = _bytes(redis["deploy"]["resources"]["limits"]["memory"])
+    assert maxmemory <= 0.8 * limit, (maxmemory, limit)
 
 
 def test_worker_scales_with_no_fixed_name_or_host_port() -> None:
@@ -126,8 +155,10 @@ def test_the_run_explorer_gets_its_users_from_the_environment() -> None:
 def test_the_run_explorer_is_published_and_checks_its_open_health_endpoint() -> None:
     env = read_env_file()
     ui = load_compose()["services"]["ui"]
-    assert ui["ports"] == [f"{env['GRAPHRUNNER_UI_PORT']}:8808"]
-    assert load_compose({**env, "GRAPHRUNNER_UI_PORT": ""})["services"]["ui"]["ports"] == ["8808:8808"]
+    assert ui["ports"] == [f"127.0.0.1:{env['GRAPHRUNNER_UI_PORT']}:8808"]
+    assert load_compose({**env, "GRAPHRUNNER_UI_PORT": ""})["services"]["ui"]["ports"] == [
+        "127.0.0.1:8808:8808"
+    ]
     test = ui["healthcheck"]["test"]
     assert test[:2] == ["CMD", "python"]
     assert "'http://127.0.0.1:8808/healthcheck'" in test[-1]
@@ -137,6 +168,154 @@ def test_the_run_explorer_is_published_and_checks_its_open_health_endpoint() -> 
         == load_compose()["services"]["worker"]["environment"]["GRAPHRUNNER_REDIS_URL"]
     )
     assert ui.get("deploy", {}).get("replicas", 1) == 1
+
+
+# -- secure by default -------------------------------------------------------------------------
+
+
+def test_only_flower_and_the_explorer_are_published_and_on_loopback_unless_told() -> None:
+    env = read_env_file()
+    assert env["FLOWER_BIND"] == env["GRAPHRUNNER_UI_BIND"] == "127.0.0.1"
+    unset = {k: v for k, v in env.items() if not k.endswith(("_BIND", "_PORT"))}
+    for variables in (env, unset):
+        published = {
+            name: s["ports"] for name, s in load_compose(variables)["services"].items() if "ports" in s
+        }
+        assert published == {"flower": ["127.0.0.1:5555:5555"], "ui": ["127.0.0.1:8808:8808"]}
+    told = load_compose({**env, "FLOWER_BIND": "0.0.0.0", "GRAPHRUNNER_UI_BIND": "10.0.0.5"})["services"]
+    assert told["flower"]["ports"] == ["0.0.0.0:5555:5555"]  # an operator's explicit choice
+    assert told["ui"]["ports"] == ["10.0.0.5:8808:8808"]
+    assert "TLS proxy" in COMPOSE.read_text() and "TLS proxy" in ENV_EXAMPLE.read_text()
+
+
+@pytest.mark.parametrize("name", SERVICES)
+def test_every_service_is_hardened_and_limited(name: str) -> None:
+    services = load_compose()["services"]
+    assert set(services) == set(SERVICES)
+    service = services[name]
+    assert service["cap_drop"] == ["ALL"] and "cap_add" not in service
+    assert "no-new-privileges:true" in service["security_opt"]
+    assert service["read_only"] is True
+    assert "/tmp" in [t.split(":")[0] for t in service["tmpfs"]]
+    assert not service.get("privileged", False)
+    assert service.get("network_mode") != "host" and "pid" not in service
+    user = str(service["user"]).split(":")
+    assert user[0] not in ("", "0", "root") and user[-1] not in ("", "0", "root"), user
+    limits = service["deploy"]["resources"]["limits"]
+    assert float(limits["cpus"]) > 0 and _bytes(limits["memory"]) >= 128 * 1024**2
+    assert 0 < service["pids_limit"] <= 4096
+    assert not [v for v in service.get("volumes", []) if str(v).startswith(("/", "./", "~"))]  # no host path
+
+
+def test_no_command_or_healthcheck_holds_the_redis_password() -> None:
+    env = {**deployed_env(), "REDIS_PASSWORD": "s3cret-in-the-env-only"}
+    for name, service in load_compose(env)["services"].items():
+        lines = [argv_of_service(service)]
+        test = service.get("healthcheck", {}).get("test")
+        if isinstance(test, list):
+            lines.append(test[1:])
+        for argv in lines:
+            assert not [a for a in argv if "s3cret-in-the-env-only" in a], name
+            words = [w for a in argv for w in a.split()]
+            assert "--requirepass" not in words and "-a" not in words and "--pass" not in words, name
+            assert not [w for w in words if w.startswith(("--requirepass", "-a=", "--pass="))], name
+    redis = load_compose(env)["services"]["redis"]
+    assert (
+        redis["environment"]["REDIS_PASSWORD"]
+        == redis["environment"]["REDISCLI_AUTH"]
+        == env["REDIS_PASSWORD"]
+    )
+
+
+def capability_list(value: str) -> list[str]:
+    return [p.strip() for p in value.split(",") if p.strip()]
+
+
+def shipped_default_capabilities() -> dict[str, list[str]]:
+    """GRAPHRUNNER_DEFAULT_CAPABILITIES as each shipped file sets it (or leaves it to compose's default)."""
+    from dockerfile_parse import DockerfileParser
+
+    env = read_env_file()
+    unset = {k: v for k, v in env.items() if k != "GRAPHRUNNER_DEFAULT_CAPABILITIES"}
+    configmaps = [
+        d
+        for d in yaml.safe_load_all((ROOT / "deploy" / "configmap.yaml").read_text())
+        if d and d["kind"] == "ConfigMap"
+    ]
+    found = {
+        ".env.example": env["GRAPHRUNNER_DEFAULT_CAPABILITIES"],
+        "compose with .env.example": load_compose(env)["services"]["worker"]["environment"][
+            "GRAPHRUNNER_DEFAULT_CAPABILITIES"
+        ],
+        "compose without it": load_compose(unset)["services"]["worker"]["environment"][
+            "GRAPHRUNNER_DEFAULT_CAPABILITIES"
+        ],
+        "deploy/configmap.yaml": configmaps[0]["data"]["GRAPHRUNNER_DEFAULT_CAPABILITIES"],
+    }
+    image_env = DockerfileParser(path=str(ROOT / "workers" / "Dockerfile")).envs
+    if "GRAPHRUNNER_DEFAULT_CAPABILITIES" in image_env:
+        found["workers/Dockerfile"] = image_env["GRAPHRUNNER_DEFAULT_CAPABILITIES"]
+    return {where: capability_list(value) for where, value in found.items()}
+
+
+def test_no_shipped_file_defaults_capabilities_to_everything() -> None:
+    for where, patterns in shipped_default_capabilities().items():
+        assert patterns, where
+        assert not [p for p in patterns if "*" in p or "?" in p or "[" in p], where  # exact names only
+        assert set(PURE_BUILTINS) <= set(patterns), where
+    assert shipped_default_capabilities()["compose without it"] == list(PURE_BUILTINS)
+    for text in (COMPOSE.read_text(), ENV_EXAMPLE.read_text()):
+        assert ":-*}" not in text and "CAPABILITIES=*" not in text
+
+
+def tools_of(graph_file: Path) -> set[str]:
+    """The `tool:NAME` capabilities a graph's actions need."""
+
+    def walk(node: Any) -> set[str]:
+        if isinstance(node, dict):
+            action = node.get("action")
+            found = {f"tool:{action['tool']}"} if isinstance(action, dict) and "tool" in action else set()
+            return found.union(*(walk(v) for v in node.values()))
+        if isinstance(node, list):
+            return set().union(*(walk(v) for v in node))
+        return set()
+
+    return walk(yaml.safe_load(graph_file.read_text()))
+
+
+def test_the_default_capabilities_are_exactly_what_the_examples_need() -> None:
+    """The example producer's graph and the example tools' graph; .env.example and the ConfigMap agree."""
+    ids = {yaml.safe_load(g.read_text())["id"]: g for g in (ROOT / "graphs").glob("*.yaml")}
+    needed = tools_of(ids[_producer_default_graph()]) | tools_of(
+        ROOT / "workers" / "example_tools" / "graphs" / "slugify.yaml"
+    )
+    shipped = shipped_default_capabilities()
+    assert shipped[".env.example"] == shipped["deploy/configmap.yaml"]
+    assert set(shipped[".env.example"]) == needed | set(PURE_BUILTINS)
+    for pattern in set(shipped[".env.example"]) - set(PURE_BUILTINS):  # each one explained
+        assert ENV_EXAMPLE.read_text().count(pattern) >= 2, pattern
+
+
+def _producer_default_graph() -> str:
+    text = (ROOT / "workers" / "example_producer.py").read_text()
+    match = re.search(r'"--graph", default="([^"]+)"', text)
+    assert match, "the example producer's default graph"
+    return match.group(1)
+
+
+def test_images_are_pinned_to_exact_releases() -> None:
+    from dockerfile_parse import DockerfileParser
+
+    services = load_compose()["services"]
+    assert re.fullmatch(r"redis:\d+\.\d+\.\d+-alpine", services["redis"]["image"])
+    images = {s["image"] for name, s in services.items() if name != "redis"}
+    assert images == {"graphrunner-worker:0.1.0"}  # built here, tagged with the project's version
+    base = DockerfileParser(path=str(ROOT / "workers" / "Dockerfile")).baseimage
+    assert re.fullmatch(r"python:3\.\d+\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?", base), base
+    for image in (services["redis"]["image"], base, *images):
+        assert not image.endswith((":latest", ":7", ":3.12-slim")), image
+    docs = (ROOT / "docs" / "deploy.md").read_text()
+    assert "docker buildx imagetools inspect" in docs and "@sha256:" in docs
 
 
 def test_every_graphrunner_service_turns_task_events_on() -> None:
@@ -163,7 +342,7 @@ def test_no_secret_is_committed() -> None:
         raw["flower"]["environment"]["FLOWER_BASIC_AUTH"],
         raw["ui"]["environment"]["GRAPHRUNNER_UI_BASIC_AUTH"],
         raw["redis"]["environment"]["REDISCLI_AUTH"],
-        raw["redis"]["command"][raw["redis"]["command"].index("--requirepass") + 1],
+        raw["redis"]["environment"]["REDIS_PASSWORD"],
         raw["worker"]["environment"]["GRAPHRUNNER_REDIS_URL"],
     ]
     variables = ("${REDIS_PASSWORD", "${FLOWER_BASIC_AUTH", "${GRAPHRUNNER_UI_BASIC_AUTH")

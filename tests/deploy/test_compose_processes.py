@@ -1,16 +1,18 @@
 """The commands docker-compose.yml runs, run as local processes against a test Redis.
 
 There is no Docker daemon here, so each service's `command` and `environment` are taken
-from the compose file (interpolated with .env.example), the image's ENV from the
-Dockerfile, and run as they would run in the container, with three changes only: the
-Redis URL names the test's Redis, `/app/...` paths (the image's copy of this repository)
-name this checkout, and workers after the first get `-n wN@%h` because here they share one
-hostname, where containers each have their own.
+from the compose file (interpolated with .env.example, its `change-me` passwords replaced by
+real ones as an operator must), the image's ENV from the Dockerfile, and run as they would run
+in the container, with three changes only: the Redis URL names the test's Redis, `/app/...`
+paths (the image's copy of this repository) name this checkout, and workers after the first
+get `-n wN@%h` because here they share one hostname, where containers each have their own.
+The redis service's own command runs with the system `redis-server`, on a free loopback port.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,16 +22,32 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from compose_files import ROOT, command_of, load_compose
+from compose_files import (
+    ROOT,
+    SECRET,
+    argv_of_service,
+    command_of,
+    deployed_env,
+    load_compose,
+    read_env_file,
+    redis_server_options,
+)
 from dockerfile_parse import DockerfileParser
 
 from graphrunner.client import Client
 from graphrunner.cluster.messages import ITEM_TASK, STEP_TASK
-from graphrunner.embedded import EmbeddedRedis
+from graphrunner.embedded import EmbeddedRedis, free_port
 from graphrunner.settings import Settings
 
 HERE = Path(__file__).resolve().parent
 DOCKERFILE = ROOT / "workers" / "Dockerfile"
+SLOW = ["tool:python:deploy_targets.slow"]  # what the test graphs run: granted, nothing more
+
+
+def composed(name: str) -> dict[str, object]:
+    """A service of docker-compose.yml, interpolated with .env.example as an operator fills it in."""
+    service: dict[str, object] = load_compose(deployed_env())["services"][name]
+    return service
 
 
 def image_env() -> dict[str, str]:
@@ -45,8 +63,9 @@ def local_path(value: str) -> str:
 
 def service_env(name: str, redis_url: str) -> dict[str, str]:
     """The environment a compose service's container gets, pointed at `redis_url`."""
-    service = load_compose()["services"][name]
-    env = {**image_env(), **{k: str(v) for k, v in service.get("environment", {}).items()}}
+    service = composed(name)
+    environment: dict[str, object] = service.get("environment", {})  # type: ignore[assignment]
+    env = {**image_env(), **{k: str(v) for k, v in environment.items()}}
     env = {k: local_path(v) for k, v in env.items()}
     env["GRAPHRUNNER_REDIS_URL"] = redis_url
     path = os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
@@ -55,7 +74,7 @@ def service_env(name: str, redis_url: str) -> dict[str, str]:
 
 def argv_of(name: str, *extra: str) -> list[str]:
     """The service's command, run with this interpreter (`graphrunner` is its console script)."""
-    argv = command_of(load_compose()["services"][name])
+    argv = command_of(composed(name))
     assert argv[0] == "graphrunner"
     return [sys.executable, "-m", "graphrunner", *argv[1:], *extra]
 
@@ -154,7 +173,10 @@ def test_three_workers_one_sigkilled_mid_flight_every_run_completes(
     marker = tmp_path / "marks.txt"
     graph = graph_file(tmp_path, 0.3, 3)
     with client_of(private_redis) as client:
-        runs = [client.submit(graph, {"marker": str(marker), "label": f"r{n}"}) for n in range(30)]
+        runs = [
+            client.submit(graph, {"marker": str(marker), "label": f"r{n}"}, capabilities=SLOW)
+            for n in range(30)
+        ]
         victim = workers[1]
         deadline = time.monotonic() + 120
         while not _holds_a_step(victim, marker):  # kill it while it runs a step
@@ -194,7 +216,9 @@ def test_sigterm_mid_step_finishes_the_step_and_loses_nothing(
     worker.wait_for_log(" ready.")
     marker = tmp_path / "marks.txt"
     with client_of(private_redis) as client:
-        run = client.submit(graph_file(tmp_path, 3, 2), {"marker": str(marker), "label": "r"})
+        run = client.submit(
+            graph_file(tmp_path, 3, 2), {"marker": str(marker), "label": "r"}, capabilities=SLOW
+        )
         deadline = time.monotonic() + 60
         while not (marker.exists() and "start r-s0" in marker.read_text()):
             assert time.monotonic() < deadline, worker.text()[-2000:]
@@ -335,7 +359,8 @@ def _parallel(graph: Path, tmp_path: Path) -> Path:
     ("args", "env", "message"),
     [
         ((), {}, "Flower needs authentication"),
-        (("--no-auth", "--address=0.0.0.0"), {}, "loopback only, not on --address=0.0.0.0"),
+        (("--no-auth", "--address=0.0.0.0"), {}, "not on --address=0.0.0.0"),
+        ((), {"FLOWER_BASIC_AUTH": "ops:change-me"}, "example password 'change-me'"),
         (("--basic-auth=ops",), {}, "'ops' is not user:password"),
         ((), {"FLOWER_BASIC_AUTH": "ops:"}, "is not user:password"),
     ],
@@ -425,7 +450,7 @@ def test_the_run_explorer_as_composed_opens_only_its_health_check_without_a_logi
     assert status == 200
     assert [r["run_id"] for r in json.loads(body)["runs"]] == [run_id]
     # the compose health check itself, pointed at this port, exits 0
-    healthcheck = load_compose()["services"]["ui"]["healthcheck"]["test"]
+    healthcheck = composed("ui")["healthcheck"]["test"]  # type: ignore[index]
     assert healthcheck[:2] == ["CMD", "python"]
     probe = [sys.executable, *(a.replace("127.0.0.1:8808", f"127.0.0.1:{port}") for a in healthcheck[2:])]
     answer = subprocess.run(probe, capture_output=True, text=True, timeout=60, check=False)
@@ -441,3 +466,125 @@ def test_the_run_explorer_as_composed_refuses_to_start_without_its_users(
     result = subprocess.run(argv_of("ui"), env=env, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "the run explorer needs authentication" in result.stderr
+
+
+# -- secure by default: Redis's password never in argv, placeholders refused, least privilege ---
+
+needs_redis_binaries = pytest.mark.skipif(
+    shutil.which("redis-server") is None or shutil.which("redis-cli") is None,
+    reason="the compose redis command runs the system redis-server and redis-cli",
+)
+
+
+def redis_as_composed(port: int, data: Path, **env: str) -> tuple[list[str], dict[str, str]]:
+    """The redis service's entrypoint and command, on a loopback `port` with its files in `data`,
+    and its container environment (`env` overrides it)."""
+    service = composed("redis")
+    argv = argv_of_service(service)
+    script = argv[-1].replace(
+        "exec redis-server - ", f"exec redis-server - --port {port} --bind 127.0.0.1 --dir {data} ", 1
+    )
+    assert script != argv[-1]
+    environment: dict[str, object] = service["environment"]  # type: ignore[assignment]
+    container_env = {"PATH": os.environ["PATH"], **{k: str(v) for k, v in environment.items()}, **env}
+    return [*argv[:-1], script], container_env
+
+
+def _healthcheck(port: int, env: dict[str, str]) -> int:
+    test = composed("redis")["healthcheck"]["test"]  # type: ignore[index]
+    assert test[0] == "CMD-SHELL"
+    command = test[1].replace("redis-cli ", f"redis-cli -p {port} ", 1)
+    return subprocess.run(["/bin/sh", "-c", command], env=env, timeout=30, check=False).returncode
+
+
+@needs_redis_binaries
+def test_redis_as_composed_reads_its_password_from_stdin_never_argv(
+    tmp_path: Path, started: list[Service]
+) -> None:
+    import redis
+
+    port = free_port()
+    argv, env = redis_as_composed(port, tmp_path)
+    assert env["REDIS_PASSWORD"] == SECRET
+    server = Service(argv, env, tmp_path / "redis.log")
+    started.append(server)
+    client = redis.Redis(port=port, password=SECRET, socket_timeout=5)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            assert time.monotonic() < deadline and server.proc.poll() is None, server.text()
+            time.sleep(0.1)
+    # the shell exec'd redis-server: it is the container's PID 1 and gets docker stop's SIGTERM
+    assert Path(f"/proc/{server.proc.pid}/exe").resolve().name.startswith("redis")
+    cmdline = Path(f"/proc/{server.proc.pid}/cmdline").read_bytes()
+    assert SECRET.encode() not in cmdline and b"requirepass" not in cmdline
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(port=port, socket_timeout=5).ping()
+    options = redis_server_options(argv_of_service(composed("redis"))[-1])
+    assert client.config_get("appendonly")["appendonly"] == options["--appendonly"] == "yes"
+    assert client.config_get("appendfsync")["appendfsync"] == "everysec"
+    assert client.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
+    assert int(client.config_get("maxmemory")["maxmemory"]) == 768 * 1024**2
+    assert _healthcheck(port, env) == 0
+    assert _healthcheck(port, {**env, "REDISCLI_AUTH": "wrong"}) != 0  # NOAUTH is not healthy
+    server.proc.terminate()
+    assert server.proc.wait(timeout=30) == 0, server.text()
+    assert list(tmp_path.glob("appendonlydir/*.aof"))
+
+
+@needs_redis_binaries
+@pytest.mark.parametrize("password", ["change-me", "CHANGE-ME", "changeme", "", "two words", "p@ss/word"])
+def test_redis_as_composed_refuses_a_placeholder_or_unusable_password(tmp_path: Path, password: str) -> None:
+    port = free_port()
+    argv, env = redis_as_composed(port, tmp_path, REDIS_PASSWORD=password)
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 64, result.stdout + result.stderr
+    assert "REDIS_PASSWORD" in result.stderr and "openssl rand -hex 24" in result.stderr
+    assert not list(tmp_path.iterdir())  # no server ever started
+
+
+@pytest.mark.parametrize("name", ["worker", "beat", "flower", "ui"])
+def test_every_graphrunner_service_refuses_the_unchanged_example_file(name: str) -> None:
+    """.env.example copied as is: nothing comes up with a password everyone knows."""
+    service = load_compose(read_env_file())["services"][name]
+    env = {**image_env(), **{k: local_path(str(v)) for k, v in service["environment"].items()}}
+    assert ":change-me@redis:" in env["GRAPHRUNNER_REDIS_URL"]
+    # no traffic beyond loopback: the same URL, on a loopback port nobody listens on
+    env["GRAPHRUNNER_REDIS_URL"] = f"redis://:change-me@127.0.0.1:{free_port()}/0"
+    argv = [sys.executable, "-m", "graphrunner", *command_of(service)[1:]]
+    result = subprocess.run(
+        argv, env={**os.environ, **env}, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "change-me" in result.stderr
+
+
+def test_the_example_producer_as_composed_runs_with_the_shipped_grants(
+    private_redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
+) -> None:
+    """GRAPHRUNNER_DEFAULT_CAPABILITIES of .env.example: the producer's graph (a shell step) and the
+    example tools' graph complete; a graph that needs a tool it does not grant is refused."""
+    worker = start_worker(0, private_redis, tmp_path, started)
+    worker.wait_for_log(" ready.")
+    env = service_env("producer", private_redis.url)
+    argv = command_of(composed("producer"))
+    assert argv[:2] == ["python", "/app/workers/example_producer.py"]
+    runs = [a if a != "20" else "3" for a in argv[2:]]
+    result = subprocess.run(
+        [sys.executable, local_path(argv[1]), *runs], env=env, capture_output=True, text=True, timeout=240
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 of 3 runs of examples/hello completed" in result.stdout
+    grants = tuple(p for p in env["GRAPHRUNNER_DEFAULT_CAPABILITIES"].split(",") if p)
+    settings = Settings(redis_url=private_redis.url, default_capabilities=grants)
+    with Client(settings=settings) as client:
+        slug = client.submit(
+            ROOT / "workers" / "example_tools" / "graphs" / "slugify.yaml", {"title": "Hi there"}
+        )
+        refused = client.submit(graph_file(tmp_path, 0, 1), {})
+        assert slug.wait(timeout=120).status == "completed"
+        denied = refused.wait(timeout=120)
+    assert denied.status == "failed" and "permission_denied" in str(denied.error)

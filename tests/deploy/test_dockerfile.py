@@ -21,9 +21,10 @@ def instructions(name: str) -> list[str]:
     return [i["value"] for i in parsed().structure if i["instruction"] == name]
 
 
-def test_slim_python_base_that_the_project_supports() -> None:
+def test_slim_python_base_that_the_project_supports_pinned_to_a_release() -> None:
+    """An exact Python release and Debian suite (a digest may follow), never a moving tag."""
     base = parsed().baseimage
-    match = re.fullmatch(r"python:3\.(\d+)-slim", base)
+    match = re.fullmatch(r"python:3\.(\d+)\.\d+-slim-(bookworm|trixie)(@sha256:[0-9a-f]{64})?", base)
     assert match and int(match.group(1)) >= 11, base
 
 
@@ -36,10 +37,13 @@ def test_installs_the_project_and_the_example_tools_plugin() -> None:
         assert (ROOT / source).exists(), source
 
 
-def test_runs_as_a_non_root_user() -> None:
+def test_runs_as_a_non_root_user_and_group_with_fixed_ids() -> None:
     users = instructions("USER")
-    assert users and users[-1] not in ("root", "0")
-    assert any("useradd" in r and users[-1] in r for r in instructions("RUN"))
+    assert users and re.fullmatch(r"\d+:\d+", users[-1]), users
+    uid, gid = users[-1].split(":")
+    assert uid != "0" and gid != "0"
+    runs = " ".join(instructions("RUN"))
+    assert f"useradd --system --uid {uid} --gid {gid}" in runs and f"groupadd --system --gid {gid}" in runs
 
 
 def test_environment_names_files_the_image_has() -> None:

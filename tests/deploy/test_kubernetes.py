@@ -28,7 +28,8 @@ DEPLOY = ROOT / "deploy"
 KEDA_SCHEMA = Path(__file__).with_name("keda_scaledobject.schema.json")
 KUBERNETES_VERSION = "1.37.0"  # the newest version kubernetes-validate 1.37 ships schemas for
 NAMESPACE = "graphrunner"
-NOT_APPLIED = {"secret.example.yaml", "hpa-cpu.yaml"}  # an example, and the alternative to KEDA
+# examples, and the alternative to KEDA
+NOT_APPLIED = {"secret.example.yaml", "hpa-cpu.yaml", "ui-users.example.yaml"}
 KEDA_API = "keda.sh/v1alpha1"
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 WORKLOADS = {"Deployment", "StatefulSet"}
@@ -136,6 +137,8 @@ def test_deploy_holds_the_expected_manifests() -> None:
         "hpa-cpu.yaml",
         "pdb.yaml",
         "redis.yaml",
+        "networkpolicy.yaml",
+        "ui-users.example.yaml",
         "kustomization.yaml",
     }
 
@@ -309,8 +312,14 @@ def test_keda_authenticates_with_the_redis_password() -> None:
     refs = {r["parameter"]: r for r in auth["spec"]["secretTargetRef"]}
     assert (refs["password"]["name"], refs["password"]["key"]) == ("graphrunner-secrets", "REDIS_PASSWORD")
     assert "REDIS_PASSWORD" in example_secret()["stringData"]
-    redis_args = container(one("StatefulSet", "redis"), "redis")["args"]
-    assert redis_args[redis_args.index("--requirepass") + 1] == "$(REDIS_PASSWORD)"
+    redis = container(one("StatefulSet", "redis"), "redis")
+    assert "requirepass $REDIS_PASSWORD\n" in redis["command"][-1]  # on redis-server's stdin
+    env = {v["name"]: v["valueFrom"]["secretKeyRef"] for v in redis["env"]}
+    assert (
+        env["REDIS_PASSWORD"]
+        == env["REDISCLI_AUTH"]
+        == {"name": "graphrunner-secrets", "key": "REDIS_PASSWORD"}
+    )
     url = urlsplit(example_secret()["stringData"]["GRAPHRUNNER_REDIS_URL"])
     assert url.password == example_secret()["stringData"]["REDIS_PASSWORD"]
 
@@ -471,12 +480,213 @@ def test_the_disruption_budget_covers_the_workers() -> None:
     assert not [w for w in others if budget["selector"]["matchLabels"].items() <= pod_labels(w).items()]
 
 
+def redis_options() -> dict[str, str]:
+    """The redis-server options of redis.yaml's start script (the compose service's, same shape)."""
+    from compose_files import redis_server_options
+
+    redis = container(one("StatefulSet", "redis"), "redis")
+    assert redis["command"][:2] == ["/bin/sh", "-ec"] and "args" not in redis
+    return redis_server_options(redis["command"][2])
+
+
 def test_redis_never_evicts_and_keeps_an_append_only_file() -> None:
-    args = container(one("StatefulSet", "redis"), "redis")["args"]
-    options = dict(zip(args[1::2], args[2::2], strict=False)) if args[0] == "redis-server" else {}
+    options = redis_options()
     assert options.get("--maxmemory-policy") == "noeviction"
     assert options.get("--appendonly") == "yes"
     assert options.get("--appendfsync") == "everysec"
+    assert "--requirepass" not in options
+
+
+def test_redis_starts_as_the_compose_service_does() -> None:
+    """One start script: the same placeholder refusal and stdin configuration (the compose one
+    runs as a process in test_compose_processes.py), with Kubernetes' `$` instead of compose's `$$`."""
+    from compose_files import argv_of_service, deployed_env, load_compose
+
+    composed = argv_of_service(load_compose(deployed_env())["services"]["redis"])[-1]
+    script = container(one("StatefulSet", "redis"), "redis")["command"][-1]
+
+    def body(text: str) -> list[str]:
+        return [
+            line.strip()
+            for line in text.splitlines()
+            if line.strip() and not line.strip().startswith(("echo ", "exec redis-server"))
+        ]
+
+    assert body(script) == body(composed)
+
+
+def test_no_container_has_the_redis_password_in_its_argv() -> None:
+    for workload in workloads():
+        for c in containers(workload):
+            lines = [c.get("command", []) + c.get("args", [])]
+            lines += [
+                c[p]["exec"]["command"] for p in ("livenessProbe", "readinessProbe") if "exec" in c.get(p, {})
+            ]
+            for argv in lines:
+                words = [w for a in argv for w in a.split()]
+                assert "--requirepass" not in words and "-a" not in words, c["name"]
+                assert not [a for a in argv if "$(REDIS_PASSWORD)" in a], c["name"]  # Kubernetes' expansion
+
+
+# -- secure by default --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workload", workloads(), ids=lambda w: w["metadata"]["name"])
+def test_every_container_is_locked_down(workload: Doc) -> None:
+    pod = pod_spec(workload)
+    pod_context = pod["securityContext"]
+    assert pod_context["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod_context["runAsUser"] > 0 and pod_context["runAsGroup"] > 0
+    assert pod["automountServiceAccountToken"] is False
+    assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
+    for c in containers(workload):
+        context = c["securityContext"]
+        assert context["readOnlyRootFilesystem"] is True, c["name"]
+        assert context["capabilities"] == {"drop": ["ALL"]}, c["name"]
+        assert context["allowPrivilegeEscalation"] is False, c["name"]
+        writable = {m["mountPath"] for m in c.get("volumeMounts", []) if not m.get("readOnly")}
+        assert writable <= {"/tmp", "/data"}, c["name"]
+
+
+@pytest.mark.parametrize("workload", workloads(), ids=lambda w: w["metadata"]["name"])
+def test_every_container_has_requests_and_limits(workload: Doc) -> None:
+    for c in containers(workload):
+        resources = c["resources"]
+        assert {"cpu", "memory"} <= resources["requests"].keys(), c["name"]
+        assert {"cpu", "memory"} <= resources["limits"].keys(), c["name"]
+
+
+def test_every_image_is_pinned_to_an_exact_release() -> None:
+    import re
+
+    images = {c["image"] for w in workloads() for c in containers(w)}
+    assert images == {"graphrunner-worker:0.1.0", "redis:7.4.11-alpine"}
+    from compose_files import load_compose
+
+    composed = {s["image"] for s in load_compose()["services"].values()}
+    assert composed == images  # compose and Kubernetes run the same releases
+    for image in images:
+        assert re.fullmatch(r"[a-z0-9./-]+:\d+\.\d+\.\d+(-[a-z0-9.]+)?(@sha256:[0-9a-f]{64})?", image), image
+
+
+def test_the_default_capabilities_are_never_everything() -> None:
+    patterns = [p.strip() for p in config()["GRAPHRUNNER_DEFAULT_CAPABILITIES"].split(",")]
+    assert {"tool:echo", "tool:fail", "tool:sleep"} <= set(patterns)
+    assert not [p for p in patterns if "*" in p]
+
+
+def test_the_example_users_file_is_one_the_explorer_accepts(tmp_path: Path) -> None:
+    """ui-users.example.yaml's users file loads, with its password file where ui.yaml mounts it."""
+    from graphrunner.ui.logins import load_users
+
+    users_map = one("ConfigMap", "graphrunner-ui-users")["data"]
+    text = users_map["ui-users.yaml"]
+    mounted = "/run/secrets/graphrunner-ui/"
+    assert mounted in text and "*" not in text
+    ui = (DEPLOY / "ui.yaml").read_text()
+    assert f"mountPath: {mounted.rstrip('/')}" in ui and "mountPath: /etc/graphrunner" in ui
+    assert "value: /etc/graphrunner/ui-users.yaml" in ui and "ui-users.yaml" in users_map
+    (tmp_path / "ops").write_text("a-real-password-0123")
+    path = tmp_path / "ui-users.yaml"
+    path.write_text(text.replace(mounted, f"{tmp_path}/"))
+    logins = load_users(path, environ={})
+    assert set(logins) == {"ops"}
+    assert "tool:shell" in logins["ops"].granted and "tool:echo" in logins["ops"].granted
+
+
+# -- network policies ---------------------------------------------------------------------------
+
+
+def policies() -> list[Doc]:
+    return objects("NetworkPolicy", applied_only=True)
+
+
+def selects(selector: Doc, labels: dict[str, str]) -> bool:
+    """A Kubernetes label selector (matchLabels, matchExpressions In/NotIn/Exists) against labels."""
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    for rule in selector.get("matchExpressions", []):
+        key, op, values = rule["key"], rule["operator"], rule.get("values", [])
+        ok = {
+            "In": labels.get(key) in values,
+            "NotIn": labels.get(key) not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def admitted(pod: dict[str, str], port: int, source: dict[str, str], namespace: str) -> bool:
+    """Whether the applied policies let a pod labelled `source` in `namespace` connect to `pod`
+    (in the graphrunner namespace) on `port`: isolated pods accept only what some rule admits."""
+    namespace_labels = {"kubernetes.io/metadata.name": namespace}
+    applying = [p for p in policies() if selects(p["spec"]["podSelector"], pod)]
+    if not [p for p in applying if "Ingress" in p["spec"]["policyTypes"]]:
+        return True
+    for policy in applying:
+        for rule in policy["spec"].get("ingress", []):
+            if rule.get("ports") and port not in [p["port"] for p in rule["ports"]]:
+                continue
+            if "from" not in rule:  # no peers listed: every source
+                return True
+            for peer in rule["from"]:
+                assert "ipBlock" not in peer
+                in_namespace = (
+                    selects(peer["namespaceSelector"], namespace_labels)
+                    if "namespaceSelector" in peer
+                    else namespace == NAMESPACE
+                )
+                if in_namespace and selects(peer.get("podSelector", {}), source):
+                    return True
+    return False
+
+
+def test_the_namespace_enforces_the_restricted_pod_security_standard() -> None:
+    labels = one("Namespace", NAMESPACE)["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_the_network_policies_are_applied_and_deny_ingress_by_default() -> None:
+    assert "networkpolicy.yaml" in kustomization()["resources"]
+    deny = one("NetworkPolicy", "default-deny-ingress")["spec"]
+    assert deny == {"podSelector": {}, "policyTypes": ["Ingress"]}
+    for workload in workloads():  # every pod is isolated
+        assert [p for p in policies() if selects(p["spec"]["podSelector"], pod_labels(workload))]
+
+
+GRAPHRUNNER_PODS = ["graphrunner-worker", "graphrunner-beat", "graphrunner-flower", "graphrunner-ui"]
+
+
+def test_only_graphrunner_pods_and_keda_reach_redis_on_6379() -> None:
+    redis = pod_labels(one("StatefulSet", "redis"))
+    policy = one("NetworkPolicy", "redis")
+    assert selects(policy["spec"]["podSelector"], redis)
+    for name in GRAPHRUNNER_PODS:
+        labels = pod_labels(one("Deployment", name))
+        assert admitted(redis, 6379, labels, NAMESPACE), name
+        assert not admitted(redis, 6380, labels, NAMESPACE), name
+        assert not admitted(redis, 6379, labels, "elsewhere"), name  # the same labels, another namespace
+    producer = {"app.kubernetes.io/name": "graphrunner", "app.kubernetes.io/component": "producer"}
+    assert admitted(redis, 6379, producer, NAMESPACE)
+    assert admitted(redis, 6379, {"app.kubernetes.io/name": "keda-operator"}, "keda")
+    assert not admitted(redis, 6379, {"app.kubernetes.io/name": "keda-operator"}, NAMESPACE)
+    assert not admitted(redis, 6379, {"app": "something-else"}, NAMESPACE)
+    assert not admitted(redis, 6379, {}, "ingress-nginx")
+
+
+def test_flower_and_the_explorer_admit_only_the_ingress_controller() -> None:
+    controller = "ingress-nginx"
+    for name, port in (("graphrunner-flower", 5555), ("graphrunner-ui", 8808)):
+        labels = pod_labels(one("Deployment", name))
+        assert admitted(labels, port, {}, controller), name
+        assert not admitted(labels, port, pod_labels(one("Deployment", "graphrunner-worker")), NAMESPACE), (
+            name
+        )
+        assert not admitted(labels, port, {}, "default"), name
+    for name in ("graphrunner-worker", "graphrunner-beat"):  # they listen on nothing
+        assert not admitted(pod_labels(one("Deployment", name)), 8808, {}, controller), name
 
 
 def test_no_secret_but_the_example_and_it_holds_only_placeholders() -> None:
@@ -500,10 +710,12 @@ def test_the_pods_run_as_the_image_user_and_the_args_replace_its_command() -> No
 
     instructions = DockerfileParser(path=str(ROOT / "workers" / "Dockerfile")).structure
     users = [i["value"] for i in instructions if i["instruction"] == "USER"]
+    uid, gid = (int(n) for n in users[-1].split(":"))
     assert [i for i in instructions if i["instruction"] == "ENTRYPOINT"] == []
     for workload in workloads():
         if {c["image"] for c in containers(workload)} == {"graphrunner-worker:0.1.0"}:
-            assert pod_spec(workload)["securityContext"]["runAsUser"] == int(users[-1])
+            context = pod_spec(workload)["securityContext"]
+            assert (context["runAsUser"], context["runAsGroup"]) == (uid, gid)
             assert all(c["args"][0] == "graphrunner" for c in containers(workload))
 
 
