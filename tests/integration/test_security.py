@@ -27,6 +27,7 @@ from graphrunner.engine import ActionCall
 from graphrunner.errors import InvalidRunId
 from graphrunner.settings import Settings
 from graphrunner.store import RedisStore
+from graphrunner.tools.builtin import pinned
 
 
 def _graph() -> Graph:
@@ -148,3 +149,61 @@ def test_a_run_id_ending_in_a_newline_is_refused(cluster: Client) -> None:
     with pytest.raises(InvalidRunId, match="invalid run id 'abc\\\\n'"):
         cluster.submit(_graph(), {"xs": [1]}, run_id="abc\n")
     assert cluster.store.status_of("abc\n") is None
+
+
+# -- what a granted tool may reach, on a real worker ----------------------------------------------
+
+
+def _one_step(action: str) -> Graph:
+    text = f"""
+        id: sec/{uuid.uuid4().hex[:8]}
+        state: {{out: {{type: any}}}}
+        config: {{start: a}}
+        nodes:
+          a:
+            action: {action}
+            assign: {{out: "${{result}}"}}
+            next: done
+          done: {{type: return, output: {{out: "${{state.out}}"}}}}
+    """
+    return parse_graph(textwrap.dedent(text), file="sec.yaml")
+
+
+def test_a_python_capability_does_not_reach_what_its_module_imported(cluster: Client, tmp_path: Path) -> None:
+    target = tmp_path / "made-by-os-mkdir"
+    graph = _one_step(
+        f'{{tool: python, params: {{fn: "graphrunner.settings:os.mkdir", args: {{path: "{target}"}}}}}}'
+    )
+    result = cluster.submit(graph, capabilities=["tool:python:graphrunner.*"]).wait(timeout=60)
+    assert result.status == "failed" and not target.exists()
+    assert result.error is not None and "posix" in result.error["message"], result.error
+
+
+def test_a_shell_step_gets_no_worker_secret(
+    cluster: Client, worker_runtime: WorkerRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The in-thread worker shares this process's environment: what it holds, a step must not see."""
+    monkeypatch.setenv("FLOWER_BASIC_AUTH", "ops:fl0wer-secret")
+    monkeypatch.setenv("GRAPHRUNNER_UI_BASIC_AUTH", "ops:expl0rer-secret")
+    result = cluster.submit(_one_step("{tool: shell, params: {argv: [env]}}")).wait(timeout=60)
+    assert result.status == "completed", result.error
+    seen = result.output["out"]["stdout"]
+    assert "PATH=" in seen and "secret" not in seen and "GRAPHRUNNER_REDIS_URL" not in seen
+
+
+def test_the_http_tool_refuses_a_name_that_resolves_to_the_metadata_service(
+    cluster: Client, worker_runtime: WorkerRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resolver is stubbed: nothing is sent anywhere, the check refuses before connecting."""
+    asked: list[str] = []
+
+    async def stub(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return ["169.254.169.254"]
+
+    monkeypatch.setattr(pinned, "resolve", stub)
+    graph = _one_step('{tool: http, params: {url: "http://innocent.test/latest/meta-data/"}}')
+    result = cluster.submit(graph, capabilities=["tool:http"]).wait(timeout=60)
+    assert asked == ["innocent.test"]
+    assert result.status == "failed" and result.error is not None
+    assert "169.254.169.254" in result.error["message"] and "refused" in result.error["message"]
