@@ -14,14 +14,11 @@ before it answers:
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
-import ipaddress
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
+from graphrunner.basic_auth import is_loopback_ip, matching_user
 from graphrunner.errors import ConfigurationError
 from graphrunner.placeholders import placeholder_problem
 
@@ -80,7 +77,7 @@ def check_options(args: list[str], *, no_auth: bool) -> list[str]:
         )
     if not options.address:
         return [*args, "--address=127.0.0.1"]
-    if not loopback_ip(options.address):
+    if not is_loopback_ip(options.address):
         raise FlowerAuthError(
             f"--no-auth serves Flower on a loopback IP only (127.0.0.1, ::1), not on "
             f"--address={options.address}: give --basic-auth=user:password (or FLOWER_BASIC_AUTH) "
@@ -112,41 +109,20 @@ def _flower_options(args: list[str]) -> Any:
     return options
 
 
-def loopback_ip(address: str) -> bool:
-    """Whether `address` is a loopback IP (127.0.0.0/8, ::1); a name is not, `localhost` included."""
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
-
-
 def loopback_host(host_name: str) -> bool:
     """Whether a request's Host (without its port; an IPv6 address in brackets) names loopback."""
     name = host_name.lower()
     if name.startswith("[") and name.endswith("]"):
         name = name[1:-1]
-    return name == "localhost" or loopback_ip(name)
+    return name == "localhost" or is_loopback_ip(name)
 
 
 def basic_credential_ok(header: str, credentials: Iterable[str]) -> bool:
-    """Whether an `Authorization: Basic ...` header holds one of the `user:password` credentials.
-
-    Compares bytes (`hmac.compare_digest` refuses non-ASCII text), against every credential; a
-    header that does not decode (bad base64, non-ASCII, no colon) is simply not a user.
-    """
-    scheme, _, encoded = header.strip().partition(" ")
-    if scheme.lower() != "basic":
-        return False
-    try:
-        given = base64.b64decode(encoded.strip().encode("ascii"), validate=True)
-    except (UnicodeEncodeError, binascii.Error):
-        return False
-    if b":" not in given:
-        return False
-    matched = False
-    for credential in credentials:
-        matched |= hmac.compare_digest(given, credential.encode("utf-8"))
-    return matched
+    """Whether an `Authorization: Basic ...` header holds one of the `user:password` credentials
+    (compared as bytes, in constant time, against every one: `graphrunner.basic_auth`); a header
+    that does not decode (bad base64, non-UTF-8, no colon) is simply not a user."""
+    logins = [(user, password.encode()) for user, _, password in (c.partition(":") for c in credentials)]
+    return matching_user(header, logins) is not None
 
 
 def read_only_route(kind: type, method: str) -> bool:

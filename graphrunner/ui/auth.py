@@ -6,15 +6,11 @@ and then serves on a loopback IP address only.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
+from graphrunner.basic_auth import is_loopback_ip, matching_user
 from graphrunner.placeholders import placeholder_problem
-from graphrunner.ui.guard import is_loopback_ip
 from graphrunner.ui.logins import Login, UiAuthError
 
 __all__ = ["UiAuthError", "basic_user", "check_address", "parse_users", "public_origins"]
@@ -65,39 +61,10 @@ def check_address(address: str, *, users: Mapping[str, Login], no_auth: bool) ->
         )
 
 
-def credential(header: str | None) -> tuple[bytes, bytes] | None:
-    """`(user, password)` of an `Authorization: Basic ...` header, as UTF-8 bytes; None when there is
-    none or it cannot be read (not base64, not UTF-8, no colon)."""
-    scheme, _, encoded = (header or "").partition(" ")
-    if scheme.lower() != "basic":
-        return None
-    try:
-        decoded = base64.b64decode(encoded.strip().encode("ascii"), validate=True)
-        decoded.decode("utf-8")
-    except (binascii.Error, UnicodeError, ValueError):
-        return None
-    user, sep, password = decoded.partition(b":")
-    return (user, password) if sep else None
-
-
 def basic_user(header: str | None, users: Mapping[str, Login]) -> str | None:
-    """The user an `Authorization: Basic ...` header names with their password, else None.
-
-    Every login is compared, as digests of equal length and in constant time, whatever the header
-    holds, so the time taken tells neither which users exist nor which part was wrong."""
-    given = credential(header)
-    user, password = (_digest(part) for part in (given or (b"", b"")))
-    found = None
-    for name, login in users.items():
-        same_user = hmac.compare_digest(user, _digest(name.encode()))
-        same_password = hmac.compare_digest(password, _digest(login.password))
-        if same_user & same_password and given is not None:
-            found = name
-    return found
-
-
-def _digest(data: bytes) -> bytes:
-    return hashlib.sha256(data).digest()
+    """The user an `Authorization: Basic ...` header names with their password, else None (every
+    login compared in constant time: `graphrunner.basic_auth`)."""
+    return matching_user(header, ((name, login.password) for name, login in users.items()))
 
 
 def public_origins(urls: Iterable[str]) -> tuple[str, ...]:

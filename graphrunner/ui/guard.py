@@ -20,9 +20,10 @@ A producer in another language (no cookies, no `Origin`) needs only its credenti
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Collection, Iterable, Mapping
 from urllib.parse import urlsplit
+
+from graphrunner.basic_auth import is_loopback_ip
 
 SAFE_SITES = ("same-origin", "none")
 JSON = "application/json"
@@ -60,14 +61,6 @@ def _host_name(host: str) -> str:
     if parts.netloc != host or "@" in host:  # a path, query, fragment or user in it
         return ""
     return parts.hostname or ""
-
-
-def is_loopback_ip(text: str) -> bool:
-    """Whether `text` is a loopback IP address (127.0.0.0/8, ::1), never a name that resolves to one."""
-    try:
-        return ipaddress.ip_address(text.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def cross_site(headers: Mapping[str, str], own_origins: Collection[str]) -> str | None:

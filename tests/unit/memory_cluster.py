@@ -44,7 +44,8 @@ nodes:
 """
 
 # Nothing listens at this URL: it only satisfies the Celery app a worker builds (never connected).
-SETTINGS = Settings(redis_url="redis://127.0.0.1:1/0", queue="gr-unit", default_capabilities=("*",))  # the suite grants all
+# The suite grants its runs every capability (as conftest does through the environment).
+SETTINGS = Settings(redis_url="redis://127.0.0.1:1/0", queue="gr-unit", default_capabilities=("*",))
 ACTIVE = ("running", "pending")
 
 

@@ -8,13 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from graphrunner.basic_auth import is_loopback_ip
 from graphrunner.cli.flower_auth import (
     READ_ONLY,
     FlowerAuthError,
     basic_credential_ok,
     check_options,
     loopback_host,
-    loopback_ip,
     read_only_route,
 )
 
@@ -91,8 +91,10 @@ def test_basic_credentials_compare_as_bytes(header: str, ok: bool) -> None:
 
 
 def test_loopback_is_an_ip_for_the_address_and_a_name_or_ip_for_the_host() -> None:
-    assert all(loopback_ip(a) for a in ("127.0.0.1", "127.8.9.10", "::1"))
-    assert not any(loopback_ip(a) for a in ("127.evil.example", "localhost", "10.0.0.5", "0.0.0.0", "::", ""))
+    assert all(is_loopback_ip(a) for a in ("127.0.0.1", "127.8.9.10", "::1"))
+    assert not any(
+        is_loopback_ip(a) for a in ("127.evil.example", "localhost", "10.0.0.5", "0.0.0.0", "::", "")
+    )
     assert all(loopback_host(h) for h in ("localhost", "LOCALHOST", "127.0.0.1", "127.1.2.3", "[::1]"))
     assert not any(
         loopback_host(h) for h in ("rebound.example", "127.0.0.1.nip.io", "localhost.", "[::]", "")
