@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from redis_cluster import RedisCluster
-from support import FAILED, first_pid, uid
+from support import FAILED, first_pid, settings_of, uid
 from worker_procs import WorkerProcess, process_env
 
 from graphrunner import load_graph
@@ -50,7 +50,7 @@ class Topology:
     backend_url: str | None = None
 
     def settings(self) -> Settings:
-        return Settings(
+        return settings_of(
             redis_url=self.store_url, broker_url=self.broker_url, result_backend_url=self.backend_url
         )
 
