@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from importlib.resources import files
+from ipaddress import ip_address
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from compose_files import (
 
 from graphrunner.cluster.preflight import node_timeouts
 from graphrunner.settings import PURE_BUILTINS, Settings
+from graphrunner.tools.addresses import AddressPolicy
 
 PLACEHOLDER = "change-me"
 SERVICES = ("redis", "worker", "beat", "flower", "ui", "producer")
@@ -347,3 +349,34 @@ def test_no_secret_is_committed() -> None:
     ]
     variables = ("${REDIS_PASSWORD", "${FLOWER_BASIC_AUTH", "${GRAPHRUNNER_UI_BASIC_AUTH")
     assert all(any(v in s for v in variables) for s in secrets), secrets
+
+
+def shipped_http_deny() -> dict[str, str]:
+    """GRAPHRUNNER_HTTP_DENY as each shipped file sets it (or leaves it to compose's default)."""
+    env = read_env_file()
+    unset = {k: v for k, v in env.items() if k != "GRAPHRUNNER_HTTP_DENY"}
+    configmap = next(
+        d
+        for d in yaml.safe_load_all((ROOT / "deploy" / "configmap.yaml").read_text())
+        if d and d["kind"] == "ConfigMap"
+    )
+    return {
+        ".env.example": env["GRAPHRUNNER_HTTP_DENY"],
+        "compose without it": load_compose(unset)["services"]["worker"]["environment"][
+            "GRAPHRUNNER_HTTP_DENY"
+        ],
+        "deploy/configmap.yaml": configmap["data"]["GRAPHRUNNER_HTTP_DENY"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("host", "address"),
+    [("redis", "172.18.0.2"), ("graphrunner-redis.graphrunner.svc", "10.96.4.7"), ("localhost", "127.0.0.1")],
+)
+def test_the_http_tool_of_a_shipped_deployment_cannot_reach_its_own_services(host: str, address: str) -> None:
+    """A run granted tool:http reaches neither Redis nor Flower nor the explorer (issue 24, item 5)."""
+    for where, deny in shipped_http_deny().items():
+        policy = AddressPolicy.parse(deny=capability_list(deny))
+        refused = policy.host_refusal(host) or policy.address_refusal(host, ip_address(address))
+        assert refused is not None, f"{where} lets the http tool reach {host} at {address}"
+        assert policy.address_refusal("example.com", ip_address("93.184.216.34")) is None, where
