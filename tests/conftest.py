@@ -94,3 +94,21 @@ def cluster(redis_server: EmbeddedRedis, worker_runtime: WorkerRuntime) -> Itera
     """A client whose runs are executed by a worker in a thread of this process."""
     with Client(redis_server.url) as client, local_worker(worker_runtime, concurrency=2, queues=["cpu"]):
         yield client
+
+
+@pytest.fixture
+def flower_options(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Flower parses into tornado's global options: each test starts and ends with them clean."""
+    import flower.options  # noqa: F401  (defines Flower's options)
+    from tornado.options import options
+
+    for name in list(os.environ):
+        if name.startswith("FLOWER_"):
+            monkeypatch.delenv(name)
+    clean = {"basic_auth": [], "auth": "", "address": ""}
+    saved = {name: getattr(options, name) for name in clean}
+    for name, value in clean.items():
+        setattr(options, name, value)
+    yield
+    for name, value in saved.items():
+        setattr(options, name, value)

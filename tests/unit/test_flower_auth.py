@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import base64
-import os
-from collections.abc import Iterator
 
 import pytest
 
@@ -101,25 +99,7 @@ def test_loopback_is_an_ip_for_the_address_and_a_name_or_ip_for_the_host() -> No
     )
 
 
-@pytest.fixture
-def fresh_flower_options(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Flower parses into tornado's global options: each test starts and ends with them clean."""
-    import flower.options  # noqa: F401  (defines Flower's options)
-    from tornado.options import options
-
-    for name in list(os.environ):
-        if name.startswith("FLOWER_"):
-            monkeypatch.delenv(name)
-    clean = {"basic_auth": [], "auth": "", "address": ""}
-    saved = {name: getattr(options, name) for name in clean}
-    for name, value in clean.items():
-        setattr(options, name, value)
-    yield
-    for name, value in saved.items():
-        setattr(options, name, value)
-
-
-@pytest.mark.usefixtures("fresh_flower_options")
+@pytest.mark.usefixtures("flower_options")
 @pytest.mark.parametrize(
     ("args", "no_auth", "message"),
     [
@@ -135,6 +115,6 @@ def test_flower_options_refused(args: list[str], no_auth: bool, message: str) ->
         check_options(args, no_auth=no_auth)
 
 
-@pytest.mark.usefixtures("fresh_flower_options")
+@pytest.mark.usefixtures("flower_options")
 def test_no_auth_on_ipv6_loopback() -> None:
     assert check_options(["--address=::1"], no_auth=True) == ["--address=::1"]

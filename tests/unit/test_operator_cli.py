@@ -3,9 +3,7 @@ tool plugins that do not load."""
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterator
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -109,24 +107,6 @@ def test_stop_grace_setting_must_be_positive(monkeypatch: pytest.MonkeyPatch) ->
     assert Settings.from_env().stop_grace == 120
 
 
-@pytest.fixture
-def flower_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Flower parses into tornado's global options: each test starts and ends with them clean."""
-    import flower.options  # noqa: F401  (defines Flower's options)
-    from tornado.options import options
-
-    for name in list(os.environ):
-        if name.startswith("FLOWER_"):
-            monkeypatch.delenv(name)
-    clean = {"basic_auth": [], "auth": "", "address": ""}
-    saved = {name: getattr(options, name) for name in clean}
-    for name, value in clean.items():
-        setattr(options, name, value)
-    yield
-    for name, value in saved.items():
-        setattr(options, name, value)
-
-
 def fresh_options() -> None:
     """Forget what an earlier `check_options` parsed (one process parses once in real use)."""
     from tornado.options import options
@@ -134,7 +114,7 @@ def fresh_options() -> None:
     options.basic_auth, options.auth, options.address = [], "", ""
 
 
-@pytest.mark.usefixtures("flower_env")
+@pytest.mark.usefixtures("flower_options")
 def test_flower_options_need_auth_or_no_auth_on_loopback() -> None:
     assert check_options(["--basic-auth=ops:pw"], no_auth=False) == ["--basic-auth=ops:pw"]
     fresh_options()
@@ -147,13 +127,13 @@ def test_flower_options_need_auth_or_no_auth_on_loopback() -> None:
         check_options(["--address=10.0.0.5"], no_auth=True)
 
 
-@pytest.mark.usefixtures("flower_env")
+@pytest.mark.usefixtures("flower_options")
 def test_flower_auth_from_the_environment_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLOWER_BASIC_AUTH", "ops:pw,dev:pw2")
     assert check_options([], no_auth=False) == []
 
 
-@pytest.mark.usefixtures("flower_env")
+@pytest.mark.usefixtures("flower_options")
 @pytest.mark.parametrize("credential", ["ops", "ops:", ":pw"])
 def test_flower_refuses_a_credential_that_cannot_log_in(credential: str) -> None:
     with pytest.raises(FlowerAuthError, match="is not user:password"):
