@@ -84,22 +84,19 @@ def ui(
     Example: `graphrunner ui --address 0.0.0.0 --users /etc/graphrunner/ui-users.yaml
     --public-url https://runs.example.com`.
     """
-    from graphrunner.cli.connect import cluster_client, cluster_settings
-    from graphrunner.errors import ConfigurationError
-    from graphrunner.placeholders import check_redis_url
+    from graphrunner.cli.connect import cluster_client, server_settings
     from graphrunner.ui.app import serve
     from graphrunner.ui.auth import UiAuthError, check_address, merge_users, parse_users, public_origins
     from graphrunner.ui.logins import load_users
     from graphrunner.ui.throttle import LoginThrottle
 
-    settings = cluster_settings()
+    settings = server_settings()
     path = users_file or settings.ui_users
     try:
         users = merge_users(parse_users(basic_auth), load_users(path) if path else {})
         origins = public_origins(public_urls)
         check_address(address, users=users, no_auth=no_auth)
-        check_redis_url(settings)
-    except (UiAuthError, ConfigurationError) as exc:
+    except UiAuthError as exc:
         fail(str(exc), USAGE_ERROR)
     if no_auth:
         click.echo(
