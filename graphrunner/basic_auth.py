@@ -55,5 +55,11 @@ def is_loopback_ip(text: str) -> bool:
         return False
 
 
+def is_loopback_host(name: str) -> bool:
+    """Whether a request's Host name (without its port; an IPv6 address in brackets) names
+    loopback: `localhost` or a loopback IP, never a name that merely resolves to one."""
+    return name.lower() == "localhost" or is_loopback_ip(name)
+
+
 def _digest(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()

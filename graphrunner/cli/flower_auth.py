@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from graphrunner.basic_auth import is_loopback_ip, matching_user
+from graphrunner.basic_auth import is_loopback_host, is_loopback_ip, matching_user
 from graphrunner.errors import ConfigurationError
 from graphrunner.placeholders import placeholder_problem
 
@@ -109,14 +109,6 @@ def _flower_options(args: list[str]) -> Any:
     return options
 
 
-def loopback_host(host_name: str) -> bool:
-    """Whether a request's Host (without its port; an IPv6 address in brackets) names loopback."""
-    name = host_name.lower()
-    if name.startswith("[") and name.endswith("]"):
-        name = name[1:-1]
-    return name == "localhost" or is_loopback_ip(name)
-
-
 def basic_credential_ok(header: str, credentials: Iterable[str]) -> bool:
     """Whether an `Authorization: Basic ...` header holds one of the `user:password` credentials
     (compared as bytes, in constant time, against every one: `graphrunner.basic_auth`); a header
@@ -168,7 +160,7 @@ def _guarded(original: Any, *, allow_control: bool, loopback_only: bool) -> Any:
         from tornado.web import HTTPError
 
         request = handler.request
-        if loopback_only and not loopback_host(request.host_name):
+        if loopback_only and not is_loopback_host(request.host_name):
             raise HTTPError(
                 403, "Host %s refused: without auth Flower answers to loopback only", request.host
             )

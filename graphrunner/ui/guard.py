@@ -23,11 +23,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from urllib.parse import urlsplit
 
-from graphrunner.basic_auth import is_loopback_ip
+from graphrunner.basic_auth import is_loopback_host
 
 SAFE_SITES = ("same-origin", "none")
 JSON = "application/json"
-LOOPBACK_NAMES = frozenset({"localhost"})
 ANY_ADDRESS = ("0.0.0.0", "::", "")
 
 
@@ -43,7 +42,7 @@ def allowed_hosts(address: str, origins: Iterable[str]) -> frozenset[str]:
 def host_problem(host: str, allowed: Collection[str]) -> str | None:
     """Why a request's `Host` is refused (a message), or None when it is loopback or `allowed`."""
     name = _host_name(host)
-    if name and (name in LOOPBACK_NAMES or name in allowed or is_loopback_ip(name)):
+    if name and (is_loopback_host(name) or name in allowed):
         return None
     return (
         f"Host {host[:100]!r} is not one this run explorer answers to: use localhost or 127.0.0.1, "

@@ -6,13 +6,12 @@ import base64
 
 import pytest
 
-from graphrunner.basic_auth import is_loopback_ip
+from graphrunner.basic_auth import is_loopback_host, is_loopback_ip
 from graphrunner.cli.flower_auth import (
     READ_ONLY,
     FlowerAuthError,
     basic_credential_ok,
     check_options,
-    loopback_host,
     read_only_route,
 )
 
@@ -93,9 +92,9 @@ def test_loopback_is_an_ip_for_the_address_and_a_name_or_ip_for_the_host() -> No
     assert not any(
         is_loopback_ip(a) for a in ("127.evil.example", "localhost", "10.0.0.5", "0.0.0.0", "::", "")
     )
-    assert all(loopback_host(h) for h in ("localhost", "LOCALHOST", "127.0.0.1", "127.1.2.3", "[::1]"))
+    assert all(is_loopback_host(h) for h in ("localhost", "LOCALHOST", "127.0.0.1", "127.1.2.3", "[::1]"))
     assert not any(
-        loopback_host(h) for h in ("rebound.example", "127.0.0.1.nip.io", "localhost.", "[::]", "")
+        is_loopback_host(h) for h in ("rebound.example", "127.0.0.1.nip.io", "localhost.", "[::]", "")
     )
 
 
