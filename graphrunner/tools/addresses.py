@@ -117,11 +117,19 @@ class AddressRules:
 
     def network_entry(self, address: Address) -> str | None:
         """The entry whose network holds `address` (or the IPv4 address it carries), or None."""
-        for candidate in judged_addresses(address):
-            for entry, network in self.networks:
-                if candidate.version == network.version and candidate in network:
-                    return entry
-        return None
+        found = holding(address, ((network, entry) for entry, network in self.networks))
+        return None if found is None else found[1]
+
+
+def holding(address: Address, networks: Iterable[tuple[Network, str]]) -> tuple[Address, str] | None:
+    """The label of the first network that holds `address` (else, the IPv4 address it carries),
+    with the address it holds; None when none does."""
+    listed = tuple(networks)
+    for candidate in judged_addresses(address):
+        for network, label in listed:
+            if candidate.version == network.version and candidate in network:
+                return candidate, label
+    return None
 
 
 def _unmapped(network: Network) -> Network:
@@ -152,11 +160,11 @@ class AddressPolicy:
 
     def address_refusal(self, host: str, address: Address) -> str | None:
         """Why `host` may not be reached at `address`, or None."""
-        for candidate in judged_addresses(address):
-            for network, what in ALWAYS_REFUSED:
-                if candidate.version == network.version and candidate in network:
-                    carried = "" if candidate == address else f"it carries {candidate}, "
-                    return f"{carried}{what}, refused always"
+        refused = holding(address, ALWAYS_REFUSED)
+        if refused is not None:
+            candidate, what = refused
+            carried = "" if candidate == address else f"it carries {candidate}, "
+            return f"{carried}{what}, refused always"
         entry = self.deny.network_entry(address)
         if entry is not None:
             return f"matches {DENY_SETTING} entry {entry!r}"
