@@ -27,7 +27,7 @@ from graphrunner.engine.routing import route
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
 from graphrunner.engine.state import check_state
 from graphrunner.errors import ExpressionError, LimitExceeded, NodeError, ReducerError, RunError
-from graphrunner.expressions.template import render_text
+from graphrunner.expressions.rendering import render_text
 from graphrunner.limits import state_problem
 from graphrunner.model import FIELD_NAME, ForeachNode, ParallelNode, PauseNode, ReturnNode, SubgraphNode
 

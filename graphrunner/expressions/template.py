@@ -14,7 +14,7 @@ from graphrunner.expressions.cel_expr import CelExpression
 from graphrunner.expressions.failures import evaluation_error
 from graphrunner.expressions.functions import FunctionCall, parse_call
 from graphrunner.expressions.paths import Fallback, parse_fallback
-from graphrunner.expressions.rendering import render_text as render_text  # also imported from here
+from graphrunner.expressions.rendering import render_text
 from graphrunner.expressions.scanner import has_expression, split_template
 
 
