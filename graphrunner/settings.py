@@ -117,9 +117,7 @@ class Settings:
     http_allow: tuple[str, ...] = ()  # hosts and CIDRs the http tool may reach (empty: any not denied)
     http_deny: tuple[str, ...] = ()  # hosts and CIDRs it may never reach, besides link-local and metadata
     ui_users: Path | None = None  # the run explorer's users file: logins, passwords, capabilities
-    signing_key: str | None = (
-        None  # the cluster's key for the calls a message carries (else one kept in Redis)
-    )
+    signing_key: str | None = None  # the key item messages are signed with (else one kept in Redis)
 
     @classmethod
     def from_env(cls) -> Settings:

@@ -95,7 +95,7 @@ class MemoryAux:
         with self._lock:
             self._waiting[key] = [r for r in self._waiting[key] if r != run_id]
 
-    # -- the sweep lock --------------------------------------------------------------------------------
+    # -- the signing key -------------------------------------------------------------------------------
 
     def signing_key(self) -> bytes:
         """The cluster's signing key (one per store, made when first asked for)."""
@@ -103,6 +103,8 @@ class MemoryAux:
             if not self._signing_key:
                 self._signing_key = secrets.token_hex(32).encode()
             return self._signing_key
+
+    # -- the sweep lock --------------------------------------------------------------------------------
 
     def lock_sweep(self, seconds: int) -> bool:
         """Take the sweeper's lock for `seconds` (False when another pass holds it)."""
