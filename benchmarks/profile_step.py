@@ -46,8 +46,8 @@ from benchmarks import baseline, graphs
 from benchmarks.processes import ROOT, terminate_as_exit
 from benchmarks.report import align
 from graphrunner.client import Client
-from graphrunner.cluster.messages import StepMessage
-from graphrunner.cluster.worker import WorkerRuntime
+from graphrunner.cluster.transport.messages import StepMessage
+from graphrunner.cluster.worker.runtime import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.settings import Settings
 from graphrunner.store.keys import KeySpace

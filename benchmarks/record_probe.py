@@ -28,7 +28,7 @@ from typing import Any
 
 import redis
 
-from graphrunner.cluster.broker import PRIORITY_STEPS, UNACKED, queue_lists
+from graphrunner.cluster.transport.broker import PRIORITY_STEPS, UNACKED, queue_lists
 from graphrunner.store.keys import KeySpace
 
 # The record's fields and, for each, len(name) + len(value) in bytes.

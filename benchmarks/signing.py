@@ -14,9 +14,9 @@ import statistics
 import time
 from typing import Any
 
-from graphrunner.cluster.items import call_payload
-from graphrunner.cluster.messages import ItemMessage
-from graphrunner.cluster.signing import Signer
+from graphrunner.cluster.steps.item_runner import call_payload
+from graphrunner.cluster.transport.messages import ItemMessage
+from graphrunner.cluster.transport.signing import Signer
 from graphrunner.engine import ActionCall
 
 

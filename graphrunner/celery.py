@@ -9,7 +9,7 @@ registers graphrunner's tasks, guard and housekeeping.
 
 from __future__ import annotations
 
-from graphrunner.cluster.app import create_app
+from graphrunner.cluster.transport.app import create_app
 from graphrunner.errors import ConfigurationError
 from graphrunner.settings import Settings
 

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from graphrunner import engine
-from graphrunner.cluster import operations, sweeper
-from graphrunner.cluster.context import Cluster
-from graphrunner.cluster.runs import check_concurrency_key, check_run_id, fingerprint
-from graphrunner.cluster.sweeper import SweepReport
+from graphrunner.cluster.runs import operations
+from graphrunner.cluster.runs.context import Cluster
+from graphrunner.cluster.runs.ids import check_concurrency_key, check_run_id, fingerprint
+from graphrunner.cluster.worker import sweeper
+from graphrunner.cluster.worker.sweeper import SweepReport
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import CancelError as CancelError  # re-exported for users
 from graphrunner.errors import GraphrunnerError, RunConflict, RunNotFound, WaitTimeout

@@ -42,7 +42,7 @@ def read_run(
     than the run's, or when the run's version is gone and no `graph` was given.
     """
     from graphrunner.client import RunHandle
-    from graphrunner.cluster.runs import check_run_id
+    from graphrunner.cluster.runs.ids import check_run_id
 
     snap = RunHandle(client, check_run_id(run_id)).snapshot()
     if graph is not None and graph.id != snap.graph_id:

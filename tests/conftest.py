@@ -18,8 +18,8 @@ from redis_cluster import RedisCluster
 
 from graphrunner import Graph, RunResult, parse_graph
 from graphrunner.client import Client
-from graphrunner.cluster.local_worker import local_worker
-from graphrunner.cluster.worker import WorkerRuntime
+from graphrunner.cluster.worker.in_thread import local_worker
+from graphrunner.cluster.worker.runtime import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.settings import Settings
 

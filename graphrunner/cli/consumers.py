@@ -79,7 +79,7 @@ def _look(client: Client, run_id: str, stop: threading.Event) -> None:
 
 def _ask(client: Client, run_id: str, asked: set[str], stop: threading.Event) -> None:
     """Ask the workers about the queue the run's step waits on (once per queue); warn if none takes it."""
-    from graphrunner.cluster.control import consumers
+    from graphrunner.cluster.transport.control import consumers
 
     sent = client.store.sent(run_id)
     queue = sent.queue if sent is not None else client.settings.queue

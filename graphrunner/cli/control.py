@@ -27,8 +27,8 @@ def ping(local: bool, workers: tuple[str, ...], timeout: float, as_json: bool) -
     `graphrunner ping --local` is the health check of a worker container or pod: it asks the
     worker of this host (started without -n) and fails when it does not answer in time.
     """
-    from graphrunner.cluster.control import local_worker_name
-    from graphrunner.cluster.control import ping as ping_workers
+    from graphrunner.cluster.transport.control import local_worker_name
+    from graphrunner.cluster.transport.control import ping as ping_workers
 
     asked = [*workers, *([local_worker_name()] if local else [])]
     with reported_errors(), cluster_client() as client:
@@ -61,8 +61,8 @@ def purge(queues: tuple[str, ...], yes: bool, as_json: bool) -> None:
     sweeper after GRAPHRUNNER_STALL_AFTER seconds. To stop runs, cancel them. Messages held by
     workers, timers and dead letters are not touched. Without confirmation nothing is purged.
     """
-    from graphrunner.cluster.control import purge as purge_queues
-    from graphrunner.cluster.queues import report
+    from graphrunner.cluster.transport.control import purge as purge_queues
+    from graphrunner.cluster.transport.queues import report
 
     with reported_errors(), cluster_client() as client:
         names = list(queues) or [client.settings.queue]

@@ -38,7 +38,7 @@ def flower(no_auth: bool, allow_control: bool, flower_args: tuple[str, ...]) -> 
     `graphrunner flower --no-auth` (on a laptop). Flower turns task events on in the workers.
     """
     from graphrunner.cli.flower_auth import FlowerAuthError, check_options, guard_flower
-    from graphrunner.cluster.app import create_app
+    from graphrunner.cluster.transport.app import create_app
 
     args = list(flower_args)
     if "-h" in args or "--help" in args:

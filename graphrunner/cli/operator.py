@@ -20,7 +20,7 @@ def cancel(run_id: str, as_json: bool) -> None:
     A cancelled run can be resumed with `graphrunner resume RUN`. Exit 1 when RUN is
     unknown or has already finished.
     """
-    from graphrunner.cluster.runs import check_run_id
+    from graphrunner.cluster.runs.ids import check_run_id
 
     with reported_errors():
         check_run_id(run_id)
@@ -90,7 +90,7 @@ def queues(queues: tuple[str, ...], dead: int, as_json: bool) -> None:
     A dead letter is a message a worker refused (not a task message graphrunner can read, an
     unknown task, malformed arguments): it was counted, logged and acknowledged, never run.
     """
-    from graphrunner.cluster.queues import report
+    from graphrunner.cluster.transport.queues import report
 
     with reported_errors(), cluster_client() as client:
         found = report(client.cluster, queues, dead)

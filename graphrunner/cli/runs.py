@@ -94,7 +94,7 @@ def submit(
     With --wait, wait for the run to finish or pause instead and print its result (--json: the
     result object of `run --json`), with the exit codes of `wait`.
     """
-    from graphrunner.cluster.runs import check_run_id
+    from graphrunner.cluster.runs.ids import check_run_id
 
     if timeout is not None and not wait_for:
         fail("--timeout needs --wait (submit alone does not wait)", USAGE_ERROR)

@@ -10,8 +10,8 @@ from typing import Any
 
 from graphrunner.cli.connect import RETRY_SECONDS
 from graphrunner.client import Client
-from graphrunner.cluster.local_worker import local_worker
-from graphrunner.cluster.worker import WorkerRuntime
+from graphrunner.cluster.worker.in_thread import local_worker
+from graphrunner.cluster.worker.runtime import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.graph import Graph
 from graphrunner.settings import Settings

@@ -42,7 +42,7 @@ def worker(celery_args: tuple[str, ...]) -> None:
     if "-h" in celery_args or "--help" in celery_args:
         _help_with_celery_options()
     settings = server_settings()
-    from graphrunner.cluster.preflight import check_consumer_timeout, check_stop_grace, check_worker
+    from graphrunner.cluster.worker.preflight import check_consumer_timeout, check_stop_grace, check_worker
 
     try:
         check_worker(settings, celery_args)
@@ -63,7 +63,7 @@ def worker(celery_args: tuple[str, ...]) -> None:
 
 
 def _runtime(settings: Settings) -> Any:
-    from graphrunner.cluster.worker import WorkerRuntime
+    from graphrunner.cluster.worker.runtime import WorkerRuntime
 
     return WorkerRuntime(settings)
 
@@ -93,8 +93,8 @@ def beat() -> None:
     come and go (for example scaled to zero). Any number may run: a lock keeps one sweep at a time.
     Like the worker, it refuses a GRAPHRUNNER_REDIS_URL whose password is still `change-me`.
     """
-    from graphrunner.cluster.context import Cluster
-    from graphrunner.cluster.housekeeping import Housekeeper
+    from graphrunner.cluster.runs.context import Cluster
+    from graphrunner.cluster.worker.housekeeping import Housekeeper
 
     cluster = Cluster.connect(server_settings())  # no worker: nothing here takes steps
     stop = threading.Event()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from graphrunner.cluster.runs import check_run_id
+from graphrunner.cluster.runs.ids import check_run_id
 from graphrunner.errors import GraphNotFound, InvalidRunQuery, RunNotFound
 from graphrunner.ui.permits import check_grants, run_capabilities
 from graphrunner.ui.views import capped, run_view, steps_view, summary_view, version_view

@@ -31,7 +31,7 @@ from compose_files import (
     redis_server_options,
 )
 
-from graphrunner.cluster.preflight import node_timeouts
+from graphrunner.cluster.worker.preflight import node_timeouts
 from graphrunner.settings import PURE_BUILTINS, Settings
 from graphrunner.tools.addresses import AddressPolicy
 

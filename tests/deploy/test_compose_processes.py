@@ -35,7 +35,7 @@ from compose_files import (
 from dockerfile_parse import DockerfileParser
 
 from graphrunner.client import Client
-from graphrunner.cluster.messages import ITEM_TASK, STEP_TASK
+from graphrunner.cluster.transport.messages import ITEM_TASK, STEP_TASK
 from graphrunner.embedded import EmbeddedRedis, free_port
 from graphrunner.settings import Settings
 

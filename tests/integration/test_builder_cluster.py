@@ -13,7 +13,7 @@ from worker_procs import dedicated_worker
 
 from graphrunner import NodeError
 from graphrunner.client import Client
-from graphrunner.cluster.graphs import GraphCache
+from graphrunner.cluster.runs.graphs import GraphCache
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.errors import RunConflict
 from graphrunner.results import RunResult

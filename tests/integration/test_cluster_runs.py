@@ -12,8 +12,8 @@ import pytest
 
 from graphrunner import StateValidationError, load_graph, parse_graph
 from graphrunner.client import Client
-from graphrunner.cluster.messages import StepMessage
-from graphrunner.cluster.worker import WorkerRuntime
+from graphrunner.cluster.transport.messages import StepMessage
+from graphrunner.cluster.worker.runtime import WorkerRuntime
 from graphrunner.errors import GraphNotFound, InvalidRunId, RunConflict, RunNotFound, StoreUnavailable
 
 GRAPHS = Path(__file__).resolve().parents[2] / "graphs"

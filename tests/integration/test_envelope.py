@@ -13,9 +13,9 @@ import redis
 from support import settings_of
 
 from graphrunner.client import Client
-from graphrunner.cluster.app import create_app
-from graphrunner.cluster.envelope import SENT_HEADER, Envelope, sent_at
-from graphrunner.cluster.messages import STEP_TASK, Outgoing
+from graphrunner.cluster.transport.app import create_app
+from graphrunner.cluster.transport.envelope import SENT_HEADER, Envelope, sent_at
+from graphrunner.cluster.transport.messages import STEP_TASK, Outgoing
 from graphrunner.embedded import EmbeddedRedis
 
 QUEUE = "envelope-test"

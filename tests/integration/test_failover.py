@@ -25,10 +25,10 @@ from worker_procs import WorkerProcess
 
 from graphrunner import parse_graph
 from graphrunner.client import Client, RunHandle
-from graphrunner.cluster.app import RESTORE_MUTEX
-from graphrunner.cluster.envelope import Envelope
-from graphrunner.cluster.messages import STEP_TASK, Outgoing, StepMessage
-from graphrunner.cluster.worker import WorkerRuntime
+from graphrunner.cluster.transport.app import RESTORE_MUTEX
+from graphrunner.cluster.transport.envelope import Envelope
+from graphrunner.cluster.transport.messages import STEP_TASK, Outgoing, StepMessage
+from graphrunner.cluster.worker.runtime import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
 
 FAST = {

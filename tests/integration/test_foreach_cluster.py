@@ -21,10 +21,10 @@ from worker_procs import WorkerProcess
 
 from graphrunner import Graph, RunResult, engine, parse_graph
 from graphrunner.client import Client, RunHandle
-from graphrunner.cluster.items import call_payload
-from graphrunner.cluster.messages import ITEM_TASK, ItemMessage, StepMessage
-from graphrunner.cluster.signing import Signer
-from graphrunner.cluster.worker import WorkerRuntime
+from graphrunner.cluster.steps.item_runner import call_payload
+from graphrunner.cluster.transport.messages import ITEM_TASK, ItemMessage, StepMessage
+from graphrunner.cluster.transport.signing import Signer
+from graphrunner.cluster.worker.runtime import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.engine import ActionCall
 from graphrunner.errors import WaitTimeout

@@ -17,7 +17,7 @@ from worker_procs import WorkerProcess
 
 from graphrunner import parse_graph
 from graphrunner.client import Client
-from graphrunner.cluster.queues import report
+from graphrunner.cluster.transport.queues import report
 from graphrunner.embedded import EmbeddedRedis
 
 ECHO = """

@@ -25,7 +25,7 @@ from worker_procs import WorkerProcess
 
 from graphrunner import parse_graph
 from graphrunner.client import Client
-from graphrunner.cluster.broker import UNACKED
+from graphrunner.cluster.transport.broker import UNACKED
 from graphrunner.embedded import EmbeddedRedis
 
 QUEUE = "graphrunner"

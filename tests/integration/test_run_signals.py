@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 60.0  # seconds; the machine may be loaded
 
 # A known problem outside the CLI, left out of the traceback check: StepExecutor.close()
-# (cluster/executor.py, called by cluster/local_worker.py before the worker has stopped)
+# (cluster/steps/executor.py, called by cluster/worker/in_thread.py before the worker has stopped)
 # skips and forgets the event loop of a worker thread still finishing a step, which is
 # the case just after a progress line. Collected at interpreter exit, that loop now and
 # then prints this block (Ctrl-C had it too). Closing the executor after the worker has

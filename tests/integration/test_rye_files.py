@@ -10,7 +10,7 @@ from support import uid
 
 from graphrunner import load_graph
 from graphrunner.client import Client
-from graphrunner.cluster.graphs import GraphCache
+from graphrunner.cluster.runs.graphs import GraphCache
 from graphrunner.settings import Settings
 
 RYE = """\

@@ -19,10 +19,10 @@ from support import wait_for
 
 from graphrunner import Graph, engine, parse_graph
 from graphrunner.client import Client
-from graphrunner.cluster.items import call_payload
-from graphrunner.cluster.messages import ITEM_TASK
-from graphrunner.cluster.signing import Signer
-from graphrunner.cluster.worker import WorkerRuntime
+from graphrunner.cluster.steps.item_runner import call_payload
+from graphrunner.cluster.transport.messages import ITEM_TASK
+from graphrunner.cluster.transport.signing import Signer
+from graphrunner.cluster.worker.runtime import WorkerRuntime
 from graphrunner.engine import ActionCall
 from graphrunner.errors import InvalidRunId
 from graphrunner.settings import Settings

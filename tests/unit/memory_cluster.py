@@ -17,9 +17,9 @@ from typing import Any
 
 from graphrunner import parse_graph
 from graphrunner.client import Client
-from graphrunner.cluster.executor import Handled, StepExecutor
-from graphrunner.cluster.messages import STEP_TASK, Outgoing, StepMessage
-from graphrunner.cluster.worker import WorkerRuntime, options_of
+from graphrunner.cluster.steps.executor import Handled, StepExecutor
+from graphrunner.cluster.transport.messages import STEP_TASK, Outgoing, StepMessage
+from graphrunner.cluster.worker.runtime import WorkerRuntime, options_of
 from graphrunner.engine import RunSnapshot
 from graphrunner.services import StepServices
 from graphrunner.settings import Settings

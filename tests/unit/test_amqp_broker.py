@@ -16,9 +16,9 @@ import pytest
 from amqp.exceptions import ConnectionForced, PreconditionFailed
 from memory_cluster import MemoryCluster, child_graphs
 
-from graphrunner.cluster.app import create_app
-from graphrunner.cluster.guard import consumer_timed_out
-from graphrunner.cluster.preflight import check_consumer_timeout, check_worker, inline_attempts
+from graphrunner.cluster.transport.app import create_app
+from graphrunner.cluster.transport.guard import consumer_timed_out
+from graphrunner.cluster.worker.preflight import check_consumer_timeout, check_worker, inline_attempts
 from graphrunner.engine import RunStatus
 from graphrunner.errors import BrokerUnavailable, ConfigurationError
 from graphrunner.loading import load_graph

@@ -18,7 +18,7 @@ import pytest
 import redis
 from memory_cluster import LINEAR, NAP, MemoryCluster, child_graphs, statuses, submit
 
-from graphrunner.cluster.messages import Outgoing, StepMessage
+from graphrunner.cluster.transport.messages import Outgoing, StepMessage
 from graphrunner.engine import RunStatus
 from graphrunner.errors import StoreUnavailable
 from graphrunner.loading import load_graph

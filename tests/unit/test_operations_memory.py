@@ -11,7 +11,7 @@ import pytest
 from memory_cluster import LINEAR, MemoryCluster, statuses, submit, write
 
 from graphrunner import parse_graph
-from graphrunner.cluster.messages import StepMessage
+from graphrunner.cluster.transport.messages import StepMessage
 from graphrunner.engine import RunStatus
 from graphrunner.errors import CancelError, ResumeError, RunNotFound, RunRefused
 from graphrunner.loading import load_graph

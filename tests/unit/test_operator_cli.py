@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from graphrunner.cli import main
 from graphrunner.cli.flower_auth import FlowerAuthError, check_options
-from graphrunner.cluster.preflight import check_stop_grace, check_worker, node_timeouts, pool_of
+from graphrunner.cluster.worker.preflight import check_stop_grace, check_worker, node_timeouts, pool_of
 from graphrunner.errors import ConfigurationError
 from graphrunner.settings import Settings
 from graphrunner.tools import ToolRegistry

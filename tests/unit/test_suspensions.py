@@ -12,9 +12,9 @@ from typing import Any
 import engine_targets
 import pytest
 
-from graphrunner.cluster.items import call_from, call_payload, outcome_of, record_of
-from graphrunner.cluster.messages import ItemMessage, StepMessage
-from graphrunner.cluster.waits import Wait, timed
+from graphrunner.cluster.steps.item_runner import call_from, call_payload, outcome_of, record_of
+from graphrunner.cluster.transport.messages import ItemMessage, StepMessage
+from graphrunner.cluster.waits.base import Wait, timed
 from graphrunner.engine import ActionCall
 from graphrunner.errors import BadMessage, ConfigurationError, ToolError
 from graphrunner.graph import Graph

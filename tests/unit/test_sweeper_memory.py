@@ -17,9 +17,9 @@ from parallel_graphs import PARENT as PARALLEL_PARENT
 from parallel_graphs import folder
 
 from graphrunner import Graph, parse_graph
-from graphrunner.cluster import kids
-from graphrunner.cluster.messages import StepMessage
-from graphrunner.cluster.sweeper import Repair, SweepReport
+from graphrunner.cluster.transport.messages import StepMessage
+from graphrunner.cluster.waits import kids
+from graphrunner.cluster.worker.sweeper import Repair, SweepReport
 from graphrunner.engine import RunStatus
 from graphrunner.errors import WaitTimeout
 from graphrunner.loading import load_graph

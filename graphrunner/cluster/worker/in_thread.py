@@ -8,7 +8,7 @@ from typing import Any
 
 from celery.contrib.testing.worker import start_worker
 
-from graphrunner.cluster.worker import WorkerRuntime
+from graphrunner.cluster.worker.runtime import WorkerRuntime
 
 
 @contextmanager

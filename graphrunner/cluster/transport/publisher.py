@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from graphrunner.cluster.broker import Broker, MemoryBroker, RedisBroker
-from graphrunner.cluster.envelope import Envelope
-from graphrunner.cluster.messages import ITEM_TASK, STEP_TASK, Outgoing
-from graphrunner.cluster.signing import Signer
+from graphrunner.cluster.transport.broker import Broker, MemoryBroker, RedisBroker
+from graphrunner.cluster.transport.envelope import Envelope
+from graphrunner.cluster.transport.messages import ITEM_TASK, STEP_TASK, Outgoing
+from graphrunner.cluster.transport.signing import Signer
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot
 from graphrunner.errors import BrokerUnavailable
@@ -84,7 +84,7 @@ class Publisher:
     def app(self) -> Celery:
         """The Celery app that publishes chords (and everything, on a broker that is not Redis)."""
         if self._app is None:
-            from graphrunner.cluster.app import create_app
+            from graphrunner.cluster.transport.app import create_app
 
             self._app = self._own_app = create_app(self.settings)
         return self._app

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from graphrunner.store import DeadLetter
 
 if TYPE_CHECKING:
-    from graphrunner.cluster.context import Cluster
+    from graphrunner.cluster.runs.context import Cluster
 
 
 @dataclass(frozen=True)

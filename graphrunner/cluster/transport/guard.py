@@ -18,7 +18,7 @@ A refused message is counted and kept in the store's dead-letter list (`graphrun
 --dead` shows it), logged once with what was wrong, and acknowledged: it is never redelivered.
 
 The consumer also names the cause when RabbitMQ closes its channel because a message was held
-longer than the broker's `consumer_timeout` (the worker then reconnects, see `cluster/app.py`),
+longer than the broker's `consumer_timeout` (the worker then reconnects, see `cluster/transport/app.py`),
 and leaves out Celery's native delayed delivery (ETA messages on quorum queues): unused.
 """
 
@@ -39,7 +39,7 @@ from celery.worker.strategy import default as default_strategy
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 
-from graphrunner.cluster.messages import ITEM_TASK, STEP_TASK, ItemMessage, StepMessage
+from graphrunner.cluster.transport.messages import ITEM_TASK, STEP_TASK, ItemMessage, StepMessage
 from graphrunner.errors import BadMessage
 from graphrunner.store import DeadLetter, Store
 

@@ -7,23 +7,23 @@ from collections.abc import Sequence
 
 from celery import Celery
 
-from graphrunner.cluster.app import create_app
-from graphrunner.cluster.context import Cluster
-from graphrunner.cluster.executor import ExecutorOptions, StepExecutor
-from graphrunner.cluster.heartbeat import Heartbeats
-from graphrunner.cluster.housekeeping import Vouch
-from graphrunner.cluster.items import ItemRunner
-from graphrunner.cluster.loops import ThreadLoops
-from graphrunner.cluster.publisher import is_redis_url
-from graphrunner.cluster.tasks import register_tasks
-from graphrunner.cluster.worker_config import deployment_hooks as configured_hooks
+from graphrunner.cluster.runs.context import Cluster
+from graphrunner.cluster.steps.executor import ExecutorOptions, StepExecutor
+from graphrunner.cluster.steps.item_runner import ItemRunner
+from graphrunner.cluster.transport.app import create_app
+from graphrunner.cluster.transport.publisher import is_redis_url
+from graphrunner.cluster.worker.config import deployment_hooks as configured_hooks
+from graphrunner.cluster.worker.heartbeat import Heartbeats
+from graphrunner.cluster.worker.housekeeping import Vouch
+from graphrunner.cluster.worker.loops import ThreadLoops
+from graphrunner.cluster.worker.tasks import register_tasks
 from graphrunner.compiled import CompiledHook
 from graphrunner.services import StepServices
 from graphrunner.settings import Settings
 from graphrunner.store import Store
 
-GUARDED_TRANSPORT = "graphrunner.cluster.guard:RedisTransport"
-GUARDED_CONSUMER = "graphrunner.cluster.guard:GuardedConsumer"
+GUARDED_TRANSPORT = "graphrunner.cluster.transport.guard:RedisTransport"
+GUARDED_CONSUMER = "graphrunner.cluster.transport.guard:GuardedConsumer"
 
 
 def options_of(settings: Settings) -> ExecutorOptions:

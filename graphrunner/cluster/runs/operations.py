@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from graphrunner import engine
-from graphrunner.cluster.waits import Wait, latest, open_kids
+from graphrunner.cluster.waits.base import Wait, latest, open_kids
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import CancelError, ResumeError, RunNotFound, RunRefused
@@ -20,7 +20,7 @@ from graphrunner.services.records import AdmitRecord, CancelRecord, ResumeRecord
 from graphrunner.store import Fence, Store, now_ms
 
 if TYPE_CHECKING:
-    from graphrunner.cluster.context import Cluster
+    from graphrunner.cluster.runs.context import Cluster
     from graphrunner.graph import Graph
 
 TRIES = 50  # a busy run moves between our read and our commit: read and try again this often

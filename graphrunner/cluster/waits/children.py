@@ -9,9 +9,9 @@ child's state back (OpenArmature's rules, in `engine.step`) and goes on.
 from __future__ import annotations
 
 from graphrunner import engine
-from graphrunner.cluster.decisions import Complete, Decision, Idle, Suspend
-from graphrunner.cluster.graphs import GraphCache
-from graphrunner.cluster.waits import Wait
+from graphrunner.cluster.runs.graphs import GraphCache
+from graphrunner.cluster.steps.decisions import Complete, Decision, Idle, Suspend
+from graphrunner.cluster.waits.base import Wait
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import ChildOutcome, RunSnapshot, StepPlan
 from graphrunner.errors import GraphrunnerError

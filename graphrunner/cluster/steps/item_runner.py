@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from graphrunner.cluster.messages import ITEM_TASK, ItemMessage, Outgoing
+from graphrunner.cluster.transport.messages import ITEM_TASK, ItemMessage, Outgoing
 from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome, ItemOutcome
 from graphrunner.engine.capabilities import denied
 from graphrunner.model import RetryPolicy
@@ -27,7 +27,7 @@ from graphrunner.tools import ToolContext
 from graphrunner.tracebacks import format_traceback
 
 if TYPE_CHECKING:
-    from graphrunner.cluster.context import Cluster
+    from graphrunner.cluster.runs.context import Cluster
 
 log = logging.getLogger("graphrunner.worker")
 STATUS_TTL = 0.5  # seconds an item task trusts the run status it last read (cancel reaches items this late)
@@ -139,7 +139,9 @@ class ItemRunner:
         return self.publisher.item(payload, queue, shadow, due=time.time() + deferred.delay)
 
     def _refuse(self, msg: ItemMessage, queue: str) -> None:
-        from graphrunner.cluster import guard  # Celery's consumer: imported only by a worker that refuses
+        from graphrunner.cluster.transport import (
+            guard,  # Celery's consumer: imported only by a worker that refuses
+        )
 
         reason = (
             f"foreach item message for run {msg.run_id} (item {msg.index}) does not carry a valid "

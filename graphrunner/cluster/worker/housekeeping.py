@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any
 from celery import bootsteps
 from celery.worker import state as worker_state
 
-from graphrunner.cluster import guard, sweeper
+from graphrunner.cluster.transport import guard
+from graphrunner.cluster.worker import sweeper
 
 if TYPE_CHECKING:
-    from graphrunner.cluster.context import Cluster
+    from graphrunner.cluster.runs.context import Cluster
 
 log = logging.getLogger("graphrunner.worker")
 TIMER_TICK = 0.5  # seconds between two looks for due timers

@@ -14,18 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 from celery.exceptions import Reject
 
-from graphrunner.cluster import guard
-from graphrunner.cluster.messages import ITEM_TASK, STEP_TASK, ItemMessage, StepMessage
+from graphrunner.cluster.transport import guard
+from graphrunner.cluster.transport.messages import ITEM_TASK, STEP_TASK, ItemMessage, StepMessage
 from graphrunner.errors import BadMessage
 
 if TYPE_CHECKING:
     from celery import Celery
 
-    from graphrunner.cluster.executor import StepExecutor
-    from graphrunner.cluster.items import ItemRunner
+    from graphrunner.cluster.steps.executor import StepExecutor
+    from graphrunner.cluster.steps.item_runner import ItemRunner
 
 log = logging.getLogger("graphrunner.worker")
-STRATEGY = "graphrunner.cluster.guard:guarded"
+STRATEGY = "graphrunner.cluster.transport.guard:guarded"
 
 
 def register_tasks(app: Celery, executor: StepExecutor, items: ItemRunner) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from graphrunner.cluster.runs import RUN_ID_TEXT
+from graphrunner.cluster.runs.ids import RUN_ID_TEXT
 from graphrunner.errors import BadMessage
 
 STEP_TASK = "graphrunner.step"

@@ -13,9 +13,9 @@ import time
 import uuid
 
 from graphrunner import engine
-from graphrunner.cluster.decisions import Checkpoint, Collect, Decision, Suspend
-from graphrunner.cluster.items import record_of
-from graphrunner.cluster.waits import Wait
+from graphrunner.cluster.steps.decisions import Checkpoint, Collect, Decision, Suspend
+from graphrunner.cluster.steps.item_runner import record_of
+from graphrunner.cluster.waits.base import Wait
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import ActionFailure, ActionOutcome, RunSnapshot, StepPlan
 from graphrunner.engine.step import foreach_fails

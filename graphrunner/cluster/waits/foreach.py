@@ -14,9 +14,9 @@ import uuid
 from typing import Any
 
 from graphrunner import engine
-from graphrunner.cluster.decisions import Collect, Decision, Poll, Suspend
-from graphrunner.cluster.items import call_payload, failed_record
-from graphrunner.cluster.waits import Wait
+from graphrunner.cluster.steps.decisions import Collect, Decision, Poll, Suspend
+from graphrunner.cluster.steps.item_runner import call_payload, failed_record
+from graphrunner.cluster.waits.base import Wait
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import ActionFailure, RunSnapshot, StepPlan
 from graphrunner.model import ForeachNode

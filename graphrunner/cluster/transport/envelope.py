@@ -19,7 +19,7 @@ import time
 import uuid
 from typing import Any
 
-from graphrunner.cluster.messages import Outgoing
+from graphrunner.cluster.transport.messages import Outgoing
 
 EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 SENT_HEADER = "gr_sent"

@@ -10,15 +10,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from graphrunner import engine
-from graphrunner.cluster import children, fanout
-from graphrunner.cluster.runs import fingerprint
-from graphrunner.cluster.waits import Wait
+from graphrunner.cluster.runs.ids import fingerprint
+from graphrunner.cluster.waits import children
+from graphrunner.cluster.waits import foreach as fanout
+from graphrunner.cluster.waits.base import Wait
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot
 from graphrunner.services.records import utcnow
 
 if TYPE_CHECKING:
-    from graphrunner.cluster.context import Cluster
+    from graphrunner.cluster.runs.context import Cluster
 
 
 def send_chunk(

@@ -21,7 +21,7 @@ import hmac
 import json
 from typing import Any
 
-from graphrunner.cluster.messages import ItemMessage
+from graphrunner.cluster.transport.messages import ItemMessage
 from graphrunner.settings import Settings
 from graphrunner.store import Store
 

@@ -27,16 +27,16 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from graphrunner.cluster import dispatch, kids
-from graphrunner.cluster.operations import hand_on, idle_seconds
-from graphrunner.cluster.waits import Wait
+from graphrunner.cluster.runs.operations import hand_on, idle_seconds
+from graphrunner.cluster.waits import dispatch, kids
+from graphrunner.cluster.waits.base import Wait
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import GraphrunnerError
 from graphrunner.services.records import SweepRecord
 from graphrunner.store import now_ms
 
 if TYPE_CHECKING:
-    from graphrunner.cluster.context import Cluster
+    from graphrunner.cluster.runs.context import Cluster
 
 log = logging.getLogger("graphrunner.sweeper")
 BATCH = 500

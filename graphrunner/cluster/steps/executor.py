@@ -23,14 +23,16 @@ from typing import Any
 import redis
 
 from graphrunner import engine
-from graphrunner.cluster import children, dispatch, fanout, kids, operations, sequence
-from graphrunner.cluster.context import Cluster
-from graphrunner.cluster.decisions import Checkpoint, Collect, Complete, Decision, Idle, Poll, Suspend
-from graphrunner.cluster.heartbeat import Heartbeats
-from graphrunner.cluster.items import outcome_of
-from graphrunner.cluster.loops import ThreadLoops
-from graphrunner.cluster.messages import Outgoing, StepMessage
-from graphrunner.cluster.waits import Wait, deferred_wait, latest
+from graphrunner.cluster.runs import operations
+from graphrunner.cluster.runs.context import Cluster
+from graphrunner.cluster.steps.decisions import Checkpoint, Collect, Complete, Decision, Idle, Poll, Suspend
+from graphrunner.cluster.steps.item_runner import outcome_of
+from graphrunner.cluster.transport.messages import Outgoing, StepMessage
+from graphrunner.cluster.waits import children, dispatch, kids, sequence
+from graphrunner.cluster.waits import foreach as fanout
+from graphrunner.cluster.waits.base import Wait, deferred_wait, latest
+from graphrunner.cluster.worker.heartbeat import Heartbeats
+from graphrunner.cluster.worker.loops import ThreadLoops
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import ForeachOutcome, NoOutcome, RunSnapshot, RunStatus, StepPlan
 from graphrunner.errors import BrokerUnavailable, GraphrunnerError, StoreUnavailable

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from graphrunner.cluster.graphs import GraphCache
-from graphrunner.cluster.messages import Outgoing
-from graphrunner.cluster.publisher import Publisher
-from graphrunner.cluster.waits import deadline
+from graphrunner.cluster.runs.graphs import GraphCache
+from graphrunner.cluster.transport.messages import Outgoing
+from graphrunner.cluster.transport.publisher import Publisher
+from graphrunner.cluster.waits.base import deadline
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import ConfigurationError

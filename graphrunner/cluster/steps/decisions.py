@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphrunner.cluster.waits import Wait
+from graphrunner.cluster.waits.base import Wait
 from graphrunner.engine import Outcome
 from graphrunner.services.records import AnyRecord
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graphrunner import engine
-from graphrunner.cluster.children import child_run_id, first, outcome_of
-from graphrunner.cluster.decisions import Complete, Decision, Idle, Suspend
-from graphrunner.cluster.graphs import GraphCache
-from graphrunner.cluster.operations import cancel
-from graphrunner.cluster.runs import fingerprint
-from graphrunner.cluster.waits import Wait, open_kids
+from graphrunner.cluster.runs.graphs import GraphCache
+from graphrunner.cluster.runs.ids import fingerprint
+from graphrunner.cluster.runs.operations import cancel
+from graphrunner.cluster.steps.decisions import Complete, Decision, Idle, Suspend
+from graphrunner.cluster.waits.base import Wait, open_kids
+from graphrunner.cluster.waits.children import child_run_id, first, outcome_of
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import (
     ActionFailure,
@@ -42,7 +42,7 @@ from graphrunner.services.records import utcnow
 from graphrunner.store import Store
 
 if TYPE_CHECKING:
-    from graphrunner.cluster.context import Cluster
+    from graphrunner.cluster.runs.context import Cluster
 
 ENDED = {status.value for status in FINISHED}
 CANCELLED = ChildOutcome(

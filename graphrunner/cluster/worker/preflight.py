@@ -7,8 +7,8 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from graphrunner.cluster.app import check_queue_type
-from graphrunner.cluster.context import check_topology
+from graphrunner.cluster.runs.context import check_topology
+from graphrunner.cluster.transport.app import check_queue_type
 from graphrunner.errors import ConfigurationError, GraphrunnerError
 from graphrunner.model import DEFAULT_RETRY
 from graphrunner.services import INLINE_WAIT

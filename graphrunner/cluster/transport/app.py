@@ -8,7 +8,7 @@ from typing import Any
 
 from celery import Celery
 
-from graphrunner.cluster.backend import backend_url
+from graphrunner.cluster.transport.backend import backend_url
 from graphrunner.errors import ConfigurationError
 from graphrunner.settings import Settings
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import redis
 
-from graphrunner.cluster.envelope import sent_at
+from graphrunner.cluster.transport.envelope import sent_at
 from graphrunner.store import Sent
 from graphrunner.store.memory_store import MemoryStore
 

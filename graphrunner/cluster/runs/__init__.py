@@ -1,0 +1,1 @@
+"""What producers and workers share: the `Cluster` connection, run ids, graphs, whole-run operations."""

@@ -1,0 +1,1 @@
+"""Messages on the broker: the Celery app, envelopes, publishing, the poison guard, signing, queues."""

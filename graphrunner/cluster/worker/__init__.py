@@ -1,0 +1,1 @@
+"""The worker process: Celery tasks, the runtime, heartbeats, housekeeping and the sweeper."""
