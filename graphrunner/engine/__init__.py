@@ -5,6 +5,7 @@ A step is `prepare` (what to dispatch) then, after the runner did the I/O, `comp
 """
 
 from graphrunner.engine.calls import ActionCall
+from graphrunner.engine.failures import ParentLink, RunFailure, ToleratedError
 from graphrunner.engine.hooks import control_answer, first_answer, hook_calls
 from graphrunner.engine.outcomes import (
     ActionFailure,
@@ -22,6 +23,7 @@ from graphrunner.engine.plan import BranchStart, StepPlan, item_call, item_child
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
 from graphrunner.engine.start import begin, missing_env, resume, too_deep
 from graphrunner.engine.step import StepResult, complete
+from graphrunner.engine.waiting import UnknownWait, Wait
 
 __all__ = [
     "ActionCall",
@@ -36,11 +38,16 @@ __all__ = [
     "NoOutcome",
     "Outcome",
     "ParallelOutcome",
+    "ParentLink",
+    "RunFailure",
     "RunSnapshot",
     "RunStatus",
     "StepEvent",
     "StepPlan",
     "StepResult",
+    "ToleratedError",
+    "UnknownWait",
+    "Wait",
     "begin",
     "complete",
     "control_answer",

@@ -5,7 +5,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
+
+from graphrunner.engine.failures import ParentLink, RunFailure, ToleratedError
+from graphrunner.engine.waiting import Wait
 
 
 class RunStatus(StrEnum):
@@ -44,20 +47,24 @@ class RunSnapshot(BaseModel):
     step: int = 0
     status: RunStatus = RunStatus.RUNNING
     path: tuple[str, ...] = ()
-    errors: tuple[dict[str, Any], ...] = ()
-    error: dict[str, Any] | None = None
+    errors: tuple[ToleratedError, ...] = ()  # what error_mode `continue` went on past
+    error: RunFailure | None = None
     output: Any = None
     depth: int = 0
     capabilities: tuple[str, ...] = ("*",)
     # a step that waits (retry backoff, durable sleep, foreach items, a child run) is
     # suspended: `phase` counts its suspensions (the commit fence), `wait` says what for
     phase: int = 0
-    wait: dict[str, Any] | None = None
-    # {run_id, step, phase, graph_id, node} of the step that started this child run
-    parent: dict[str, Any] | None = None
+    wait: SerializeAsAny[Wait] | None = None
+    parent: ParentLink | None = None  # the step that started this child run
     children: tuple[str, ...] = ()
     concurrency_key: str | None = None  # at most one active run per key (DESIGN §3)
     pause_message: str | None = None  # the `message` of the pause node a paused run is parked at
+
+    @field_validator("wait", mode="before")
+    @classmethod
+    def _wait_of_its_kind(cls, value: Any) -> Any:
+        return Wait.parse(value) if isinstance(value, dict) else value
 
     def run_namespace(self) -> dict[str, Any]:
         """The `run` expression namespace: id, graph id and the step being taken."""
@@ -74,7 +81,7 @@ class StepEvent(BaseModel):
     status: str  # ok | error | end | paused
     next_node: str | None = None
     changed_keys: tuple[str, ...] = ()
-    error: dict[str, Any] | None = None
+    error: RunFailure | None = None
     cache_hit: bool = False
     attempts: int = 1
     message: str | None = None  # a pause node's `message` (a paused step)

@@ -1,0 +1,61 @@
+"""What a suspended step waits for, as the run record keeps it between tasks: the base model.
+
+A step that cannot finish in one task (a retry backoff, a durable sleep, foreach items, child
+runs, an error hook's retry) is suspended: the run keeps a `Wait` and its `phase` is bumped.
+Each kind of wait is a subclass with a `kind` literal of its own, defined beside the code that
+runs it (`graphrunner.cluster.waits`); defining the subclass registers it, so a stored wait is
+read back as the model it was written as. The engine itself never looks inside a wait.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from graphrunner.errors import GraphrunnerError
+
+
+class UnknownWait(GraphrunnerError):
+    """A stored wait of a kind no module of this process defines."""
+
+
+class Wait(BaseModel):
+    """A suspended step: what kind of wait, the error hooks' round, and when it comes due."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    KINDS: ClassVar[dict[str, type[Wait]]] = {}
+
+    kind: str
+    hook_round: int = 0
+    due: float | None = None  # epoch seconds; None: it waits for something else to happen
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        kind = cls.model_fields["kind"].default
+        if isinstance(kind, str):
+            Wait.KINDS[kind] = cls
+
+    @classmethod
+    def parse(cls, data: Wait | dict[str, Any]) -> Wait:
+        """The wait `data` stored, as the model of its kind; raises `UnknownWait`."""
+        if isinstance(data, Wait):
+            return data
+        kind = data.get("kind")
+        model = Wait.KINDS.get(kind) if isinstance(kind, str) else None
+        if model is None:
+            raise UnknownWait(f"a suspended step waits on an unknown kind of wait {kind!r}")
+        return model.model_validate(data)
+
+    def remaining(self, now: float | None = None) -> float:
+        """Seconds until `due` (0 when due, or when it has no due time)."""
+        if self.due is None:
+            return 0.0
+        return max(0.0, self.due - (time.time() if now is None else now))
+
+    def but(self, **changes: Any) -> Any:
+        """A copy with `changes` (of the same kind)."""
+        return self.model_copy(update=changes)
