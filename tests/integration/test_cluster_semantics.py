@@ -190,9 +190,9 @@ def test_subgraph_two_levels_deep_runs_as_linked_child_runs(cluster: Client, tmp
     child_id, grandchild_id = f"{run.id}.2", f"{run.id}.2.2"  # <parent>.<step of the subgraph node>
     parent, child, grandchild = (cluster.run(i).snapshot() for i in (run.id, child_id, grandchild_id))
     assert parent.children == (child_id,) and parent.parent is None
-    assert child.parent is not None and child.parent["run_id"] == run.id
+    assert child.parent is not None and child.parent.run_id == run.id
     assert child.children == (grandchild_id,)
-    assert grandchild.parent is not None and grandchild.parent["run_id"] == child_id
+    assert grandchild.parent is not None and grandchild.parent.run_id == child_id
     assert grandchild.children == ()
     assert (parent.graph_id, child.graph_id, grandchild.graph_id) == (
         ids["parent"],
@@ -238,21 +238,21 @@ def test_recursion_beyond_max_depth_fails_every_level(cluster: Client, tmp_path:
     run = cluster.submit(path)
     result = run.wait(timeout=30)
     assert result.status == "failed"
-    assert result.error is not None and result.error["node"] == "again"
-    assert "max_depth 2" in result.error["message"]
+    assert result.error is not None and result.error.node == "again"
+    assert "max_depth 2" in result.error.message
     # depth 0 -> 1 -> 2; the run at depth 2 may not start a third level
     deepest = cluster.run(f"{run.id}.1.1").snapshot()
     assert deepest.depth == 2 and deepest.children == ()
     assert deepest.status.value == "failed"
-    assert deepest.error is not None and deepest.error["node"] == "again"
-    assert "deeper than max_depth 2" in deepest.error["message"]
+    assert deepest.error is not None and deepest.error.node == "again"
+    assert "deeper than max_depth 2" in deepest.error.message
     assert cluster.run(f"{run.id}.1").snapshot().status.value == "failed"
     with pytest.raises(RunNotFound):
         cluster.run(f"{run.id}.1.1.1")
 
     local = local_run(load_graph(path))
     assert local.status == "failed" and local.error is not None
-    assert (local.error["node"], local.error["type"]) == ("again", result.error["type"])
+    assert (local.error.node, local.error.type) == ("again", result.error.type)
 
 
 def test_recursion_beyond_max_depth_is_limit_exceeded(cluster: Client, tmp_path: Path) -> None:
@@ -265,10 +265,10 @@ def test_recursion_beyond_max_depth_is_limit_exceeded(cluster: Client, tmp_path:
     run.wait(timeout=30)
     deepest = cluster.run(f"{run.id}.1.1").snapshot()
     assert deepest.error is not None
-    assert deepest.error["type"] == "limit_exceeded", deepest.error
+    assert deepest.error.type == "limit_exceeded", deepest.error
     at_the_limit = asyncio.run(LocalRunner().invoke(load_graph(path), depth=2))  # in-process, directly
-    assert at_the_limit.error is not None and at_the_limit.error["node"] == "again"
-    assert at_the_limit.error["type"] == "limit_exceeded", at_the_limit.error
+    assert at_the_limit.error is not None and at_the_limit.error.node == "again"
+    assert at_the_limit.error.type == "limit_exceeded", at_the_limit.error
 
 
 def test_a_child_run_inherits_the_parents_capabilities(cluster: Client, tmp_path: Path) -> None:
@@ -301,13 +301,13 @@ def test_a_child_run_inherits_the_parents_capabilities(cluster: Client, tmp_path
     run = cluster.submit(path, capabilities=caps)
     result = run.wait(timeout=30)
     assert result.status == "failed"
-    assert result.error is not None and result.error["node"] == "sub"
-    assert "tool:shell" in result.error["message"]
+    assert result.error is not None and result.error.node == "sub"
+    assert "tool:shell" in result.error.message
     child = cluster.run(f"{run.id}.2").snapshot()
     assert child.capabilities == tuple(caps)  # inherited, never widened
     assert child.status.value == "failed"
-    assert child.error is not None and child.error["type"] == "permission_denied"
-    assert child.error["node"] == "run_shell" and "tool:shell" in child.error["message"]
+    assert child.error is not None and child.error.type == "permission_denied"
+    assert child.error.node == "run_shell" and "tool:shell" in child.error.message
     assert "out" not in child.state  # nothing ran
 
     local = local_run(load_graph(path), capabilities=caps)
@@ -363,7 +363,7 @@ def test_a_child_that_pauses_parks_its_parent_until_the_child_is_resumed(
     assert cluster.run(child_id).status() == "paused"
     parent = run.snapshot()
     assert parent.status.value == "running" and parent.wait is not None
-    assert parent.wait["kind"] == "child" and parent.wait["child"] == child_id
+    assert parent.wait.kind == "child" and parent.wait.child == child_id
     result = cluster.resume(child_id, state_patch={"approved": True}).wait(timeout=30)
     assert result.status == "completed"
     assert run.wait(timeout=30).output == {"verdict": "approved"}
@@ -408,8 +408,8 @@ def test_an_error_hook_retry_runs_the_subgraph_again_as_a_new_child_run(
     )
     run = cluster.submit(path)
     result = run.wait(timeout=30)
-    assert result.status == "failed" and result.error is not None and result.error["node"] == "sub"
-    assert "ended failed: nope" in result.error["message"]
+    assert result.status == "failed" and result.error is not None and result.error.node == "sub"
+    assert "ended failed: nope" in result.error.message
     children = run.snapshot().children
     assert len(children) == 4 and len(set(children)) == 4  # the first try and 3 hook retries
     assert children[0] == f"{run.id}.1" and all(c.startswith(f"{run.id}.1.") for c in children[1:])
@@ -575,9 +575,9 @@ def test_node_timeout_fails_the_node_within_the_timeout(cluster: Client, slow_ht
     elapsed = time.monotonic() - started
     assert result.status == "failed"
     assert result.error is not None
-    assert result.error["type"] == "timeout", result.error
-    assert result.error["node"] == "hang"
-    assert "node 'hang'" in result.error["message"] and "0.5s" in result.error["message"]
+    assert result.error.type == "timeout", result.error
+    assert result.error.node == "hang"
+    assert "node 'hang'" in result.error.message and "0.5s" in result.error.message
     assert elapsed < 3, elapsed  # the timeout, not the 5 s of work
     assert result.state["_last_error"]["type"] == "timeout"
 
@@ -634,7 +634,7 @@ def test_a_failed_run_resumes_at_its_node(cluster: Client, tmp_path: Path) -> No
     graph = parse_graph(flaky_graph(f"sem/resume-failed-{uid()}", 1, "{max_attempts: 1}"))
     run = cluster.submit(graph, {"path": str(tmp_path / "calls")})
     failed = run.wait(timeout=30)
-    assert failed.status == "failed" and failed.error is not None and failed.error["node"] == "call"
+    assert failed.status == "failed" and failed.error is not None and failed.error.node == "call"
     result = cluster.resume(run.id).wait(timeout=30)
     assert result.status == "completed", result.error
     assert result.state["calls"] == 2 and result.path == ["call", "call", "done"]
@@ -763,7 +763,7 @@ def test_a_durable_sleep_holds_no_worker_slot(
     assert b_result.status == "completed" and b_result.output == {"n": 5}
     assert b_result.step_count == 6
     assert a_status_then.status.value == "running"  # B finished while A slept
-    assert a_status_then.wait is not None and a_status_then.wait["kind"] == "timer"
+    assert a_status_then.wait is not None and a_status_then.wait.kind == "timer"
     assert b_done < a_done and b_done < 2.0
     assert a_result.status == "completed" and a_result.state == {}
     assert a_done >= 2.0
@@ -872,7 +872,7 @@ def test_every_hook_event_fires_on_the_cluster_with_its_context(cluster: Client,
     log = tmp_path / "cluster.jsonl"
     result = cluster.submit(parse_graph(all_events_graph(graph_id, log))).wait(timeout=30)
     assert result.status == "failed" and result.error is not None
-    assert result.error["type"] == "limit_exceeded"
+    assert result.error.type == "limit_exceeded"
     # hooks fire after their step commits, and the commit already sent the next step: the hooks
     # of consecutive steps may run at the same time on two workers, so the log is put in step order
     seen = sorted((r["event"] for r in wait_for_records(log, fired("graph_completed"))), key=step_of_event)
@@ -897,7 +897,7 @@ def test_every_hook_event_fires_on_the_cluster_with_its_context(cluster: Client,
     }
     assert seen[5] == {"name": "limit", "limit_code": "max_steps", "current_value": 3, "current_max": 3}
     assert seen[6]["status"] == "failed" and seen[6]["steps"] == 3
-    assert seen[6]["error"] == result.error
+    assert result.error is not None and seen[6]["error"] == result.error.to_dict()
 
     local_log = tmp_path / "local.jsonl"
     local = local_run(parse_graph(all_events_graph(graph_id, local_log)))
@@ -968,9 +968,9 @@ def test_graph_error_hook_answers_control_flow(
     assert len(records(tmp_path / "calls")) == node_calls
     assert len(records(tmp_path / "hooks")) == hook_calls
     if status == "failed":
-        assert result.error is not None and result.error["node"] == "work"
+        assert result.error is not None and result.error.node == "work"
     if answer == "continue":
-        assert result.errors_suppressed == 1 and result.errors[0]["node"] == "work"
+        assert result.errors_suppressed == 1 and result.errors[0].node == "work"
 
     local_text = answering_graph(graph_id, tmp_path / "lhooks", tmp_path / "lcalls", answer, failures)
     local = local_run(parse_graph(local_text))
@@ -1034,7 +1034,7 @@ def test_deployment_hooks_see_every_event_after_the_graph_hooks_and_only_observe
         found = wait_for_records(log, fired("graph_completed", "deploy"))  # before the worker stops
     # the graph hook's `continue` decided; the deployment's `fail` did not end the run at boom
     assert result.status == "failed" and result.error is not None
-    assert result.error["type"] == "limit_exceeded" and result.path == ["boom", "spin", "spin"]
+    assert result.error.type == "limit_exceeded" and result.path == ["boom", "spin", "spin"]
     assert result.errors_suppressed == 1
     seen = [(r["tag"], r["event"]["name"]) for r in found]
     assert seen == [

@@ -159,8 +159,8 @@ def test_items_that_fail_follow_error_mode_and_tolerance(
     assert_agrees(distributed, local)
     good = [square(x) for x in XS if x not in bad]
     if status == "failed":
-        assert distributed.error is not None and distributed.error["node"] == "fan"
-        message = distributed.error["message"]
+        assert distributed.error is not None and distributed.error.node == "fan"
+        message = distributed.error.message
         assert f"first, item {bad[0]}: " in message and f"value {bad[0]} is bad" in message
         allowed = {None: 0, "2": 2, '"20%"': 2}[tolerated]
         failed = len(bad) if parallel else allowed + 1  # a sequential foreach stops at the failure
@@ -173,8 +173,8 @@ def test_items_that_fail_follow_error_mode_and_tolerance(
         assert distributed.output == {"out": good}
     if mode == "continue":
         assert distributed.errors_suppressed == len(bad)
-        assert [(e["node"], e["error"]["index"]) for e in distributed.errors] == [("fan", i) for i in bad]
-        assert all(f"value {e['error']['index']} is bad" in e["error"]["message"] for e in distributed.errors)
+        assert [(e.node, e.error.index) for e in distributed.errors] == [("fan", i) for i in bad]
+        assert all(f"value {e.error.index} is bad" in e.error.message for e in distributed.errors)
     else:
         assert distributed.errors == []
     assert item_keys(cluster, run.id) == []  # the item results are dropped once the step commits
@@ -267,9 +267,8 @@ def test_an_item_run_twice_is_recorded_once_and_the_first_record_stands(
     graph = foreach_graph(STAMPED.replace("FOLDER", str(tmp_path)))
     run_id, tag = unique("twice"), "1.1.feedbeef"
     msg = item_message(graph, run_id, tag, 1, [10, 11, 12], cluster.store)
-    loops, items = worker_runtime.loops, worker_runtime.items
     for _ in range(2):  # the same message, delivered again
-        loops.run(items.run(msg, queue="graphrunner", shadow="t:item"))
+        worker_runtime.items.execute(msg, queue="graphrunner", shadow="t:item")
     assert len(lines(tmp_path / "calls-11")) == 2  # it ran twice (at least once) ...
     assert cluster.store.count_items(run_id, tag) == 1  # ... and is counted once
     assert cluster.store.load_items(run_id, tag, 3) == [
@@ -421,7 +420,7 @@ def test_a_sequential_foreach_resumes_after_a_killed_worker_without_repeating_it
         victim = next(w for w in workers if w.owns(pid))
         survivor = next(w for w in workers if w is not victim)
         wait = run.snapshot().wait
-        assert wait is not None and (wait["kind"], wait["next"], wait["total"]) == ("items", 5, 8)
+        assert wait is not None and (wait.kind, wait.next, wait.total) == ("items", 5, 8)
         victim.kill()  # while item 5 blocks, before its result is recorded
         result = run.wait(timeout=60)
         assert result.status == "completed", result.error
@@ -445,8 +444,8 @@ def test_over_that_is_not_a_list_fails_the_run_naming_the_node(cluster: Client, 
     graph = foreach_graph(FAIL_ON.replace("BAD", "[]"))
     result = cluster.submit(graph, {"xs": over}).wait(timeout=30)
     assert result.status == "failed"
-    assert result.error is not None and result.error["node"] == "fan"
-    assert "node 'fan': over must resolve to a list" in result.error["message"]
+    assert result.error is not None and result.error.node == "fan"
+    assert "node 'fan': over must resolve to a list" in result.error.message
     assert_agrees(result, graph.invoke_sync({"xs": over}))
 
 
@@ -460,8 +459,8 @@ def test_an_item_result_that_is_not_json_fails_the_item_and_the_worker_keeps_wor
     graph = foreach_graph(UNSERIALIZABLE, parallel=parallel)
     result = cluster.submit(graph, {"xs": [0, 1, 2]}).wait(timeout=30)
     assert result.status == "failed"
-    assert result.error is not None and result.error["node"] == "fan"
-    message = result.error["message"]
+    assert result.error is not None and result.error.node == "fan"
+    message = result.error.message
     assert "first, item 1: node 'fan' (item 1): " in message and "not JSON-serializable" in message
     assert_agrees(result, graph.invoke_sync({"xs": [0, 1, 2]}))
     after = cluster.submit(graph, {"xs": [0, 2, 3]}).wait(timeout=30)  # the worker is still taking runs
@@ -473,10 +472,10 @@ def test_a_not_json_item_under_continue_is_a_suppressed_error(cluster: Client) -
     result = cluster.submit(graph, {"xs": [0, 1, 2]}).wait(timeout=30)
     assert result.status == "completed_with_errors"
     [error] = result.errors
-    assert error["node"] == "fan" and error["error"]["index"] == 1
-    assert error["error"]["error_type"] == "UnserializableResult"
-    assert "node 'fan' (item 1)" in error["error"]["message"]
-    assert "not JSON-serializable" in error["error"]["message"]
+    assert error.node == "fan" and error.error.index == 1
+    assert error.error.error_type == "UnserializableResult"
+    assert "node 'fan' (item 1)" in error.error.message
+    assert "not JSON-serializable" in error.error.message
     assert result.state["out"] == [square(0), square(2)]
     assert_agrees(result, graph.invoke_sync({"xs": [0, 1, 2]}))
 
@@ -504,8 +503,8 @@ def test_items_whose_params_cannot_be_rendered_fail_and_the_rest_run(
     result = cluster.submit(graph, {"xs": xs}).wait(timeout=30)
     assert result.status == "completed_with_errors", result.error
     assert result.state["out"] == [square(x["v"]) for x in xs if "v" in x]
-    assert [e["error"]["index"] for e in result.errors] == [i for i, x in enumerate(xs) if "v" not in x]
-    assert all(e["node"] == "fan" for e in result.errors)
+    assert [e.error.index for e in result.errors] == [i for i, x in enumerate(xs) if "v" not in x]
+    assert all(e.node == "fan" for e in result.errors)
     assert_agrees(result, graph.invoke_sync({"xs": xs}))
 
 

@@ -90,7 +90,7 @@ def test_a_message_of_another_phase_or_step_is_dropped(direct: MemoryCluster) ->
     run_id = submit(direct, NAP)
     assert direct.step().outcome == "suspended"
     before = direct.snap(run_id)
-    assert before.phase == 1 and before.wait is not None and before.wait["kind"] == "timer"
+    assert before.phase == 1 and before.wait is not None and before.wait.kind == "timer"
     for msg in (
         StepMessage(run_id=run_id, step=0, phase=0),  # the delivery before the suspension
         StepMessage(run_id=run_id, step=0, phase=2),  # a phase the step never reached
@@ -130,10 +130,10 @@ def test_a_step_redelivered_past_the_limit_fails_the_run_naming_step_and_node() 
         assert mc.executor.execute(msg, redelivered=True).outcome == "poison"
         snap = mc.snap(run_id)
         assert snap.status is RunStatus.FAILED and snap.error is not None
-        assert (snap.error["type"], snap.error["node"], snap.error["step"]) == ("limit_exceeded", "first", 1)
-        assert "step 1 (node 'first') was redelivered 3 times" in snap.error["message"]
-        assert "GRAPHRUNNER_MAX_REDELIVERIES=2" in snap.error["message"]
-        assert mc.records(run_id)[-1]["error"] == snap.error
+        assert (snap.error.type, snap.error.node, snap.error.step) == ("limit_exceeded", "first", 1)
+        assert "step 1 (node 'first') was redelivered 3 times" in snap.error.message
+        assert "GRAPHRUNNER_MAX_REDELIVERIES=2" in snap.error.message
+        assert mc.records(run_id)[-1]["error"] == snap.error.to_dict()
         assert mc.waiting() == [] and mc.store.stalled(time.time() + 3600) == []
     finally:
         mc.close()
@@ -152,9 +152,9 @@ def test_an_unexpected_exception_fails_the_run_naming_node_and_exception(direct:
     assert direct.step(executor).outcome == "failed_unexpectedly"
     snap = direct.snap(run_id)
     assert snap.status is RunStatus.FAILED and snap.error is not None
-    assert (snap.error["type"], snap.error["node"], snap.error["step"]) == ("node_exception", "first", 1)
-    assert "node 'first' failed unexpectedly" in snap.error["message"]
-    assert "ZeroDivisionError: division by zero" in snap.error["message"]
+    assert (snap.error.type, snap.error.node, snap.error.step) == ("node_exception", "first", 1)
+    assert "node 'first' failed unexpectedly" in snap.error.message
+    assert "ZeroDivisionError: division by zero" in snap.error.message
     assert direct.waiting() == [] and statuses(direct, run_id) == ["error"]
 
 
@@ -229,9 +229,9 @@ def test_a_retry_backoff_waits_on_a_timer_not_on_the_queue(direct: MemoryCluster
     before = time.time()
     assert direct.step().outcome == "suspended"
     snap = direct.snap(run_id)
-    assert snap.wait is not None and (snap.wait["kind"], snap.wait["attempt"], snap.phase) == ("retry", 2, 1)
+    assert snap.wait is not None and (snap.wait.kind, snap.wait.attempt, snap.phase) == ("retry", 2, 1)
     due = due_of(direct, run_id)
-    assert due >= before + 1.2 and due == pytest.approx(snap.wait["due"], abs=0.001)
+    assert due >= before + 1.2 and due == pytest.approx(snap.wait.due, abs=0.001)
     assert direct.waiting() == [] and statuses(direct, run_id) == ["retry"]
     assert direct.store.pump_timers(due - 0.5) == []  # not due yet: nothing moves
     assert direct.waiting() == []
@@ -282,7 +282,7 @@ def test_a_child_run_wakes_its_parent_with_its_last_commit(direct: MemoryCluster
     child_id = f"{run_id}.2"
     direct.drive(until=lambda: direct.store.load_run(child_id) is not None)
     parent = direct.snap(run_id)
-    assert parent.wait is not None and (parent.wait["kind"], parent.wait["child"]) == ("child", child_id)
+    assert parent.wait is not None and (parent.wait.kind, parent.wait.child) == ("child", child_id)
     assert parent.children == (child_id,)
     assert direct.waiting() == [StepMessage(run_id=child_id, step=0)]
 

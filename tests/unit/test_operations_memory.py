@@ -62,7 +62,7 @@ def test_a_cancelled_run_resumes_where_it_stopped(mc: MemoryCluster) -> None:
     mc.client.resume(run_id)
     snap = mc.snap(run_id)
     assert snap.status is RunStatus.RUNNING and snap.phase == 1
-    assert snap.wait is not None and snap.wait["kind"] == "restart"
+    assert snap.wait is not None and snap.wait.kind == "restart"
     assert mc.waiting() == [StepMessage(run_id=run_id, step=1, phase=1)]
     assert [h.outcome for h in mc.drive()] == ["committed", "committed"]
     snap = mc.snap(run_id)

@@ -14,8 +14,9 @@ import pytest
 
 from graphrunner.cluster.steps.item_runner import call_from, call_payload, outcome_of, record_of
 from graphrunner.cluster.transport.messages import ItemMessage, StepMessage
-from graphrunner.cluster.waits.base import Wait, timed
-from graphrunner.engine import ActionCall
+from graphrunner.cluster.waits.foreach import ForeachWait
+from graphrunner.cluster.waits.timers import RetryWait
+from graphrunner.engine import ActionCall, Wait
 from graphrunner.errors import BadMessage, ConfigurationError, ToolError
 from graphrunner.graph import Graph
 from graphrunner.loading.hooks_file import load_hooks_file
@@ -40,13 +41,13 @@ def run(coro: Any) -> Any:
 
 
 def test_a_wait_round_trips_through_its_stored_form() -> None:
-    wait = timed("retry", 5, attempt=3, hook_round=1, retries=({"attempt": 2},))
-    stored = wait.to_dict()
+    wait = RetryWait(due=time.time() + 5, attempt=3, hook_round=1)
+    stored = wait.model_dump(mode="json")
     assert stored["kind"] == "retry" and "child" not in stored  # empty fields are not stored
-    assert Wait.from_dict(stored) == wait
+    assert Wait.parse(stored) == wait
     assert 4 < wait.remaining() <= 5
-    assert Wait("foreach").remaining() == 0
-    assert Wait.from_dict({"kind": "items", "next": 3, "unknown_later_field": 1}).next == 3
+    assert ForeachWait().remaining() == 0
+    assert Wait.parse({"kind": "items", "next": 3, "unknown_later_field": 1}).next == 3
 
 
 def test_short_retry_waits_are_slept_and_every_failed_attempt_is_reported() -> None:
@@ -159,7 +160,7 @@ def test_item_records_round_trip_to_outcomes() -> None:
     assert failed.outcome.failure is not None and failed.outcome.failure.message == "down"
     missing = outcome_of(2, "c", None)
     assert missing.outcome.failure is not None and "item 2" in missing.outcome.failure.message
-    assert record_of(ok.outcome) == {"ok": True, "attempts": 2, "result": {"v": 1}}
+    assert record_of(ok.outcome).model_dump() == {"ok": True, "attempts": 2, "result": {"v": 1}}
 
 
 def write_hooks(tmp_path: Path, text: str) -> Path:

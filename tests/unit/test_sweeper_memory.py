@@ -18,7 +18,7 @@ from parallel_graphs import folder
 
 from graphrunner import Graph, parse_graph
 from graphrunner.cluster.transport.messages import StepMessage
-from graphrunner.cluster.waits import kids
+from graphrunner.cluster.waits import children
 from graphrunner.cluster.worker.sweeper import Repair, SweepReport
 from graphrunner.engine import RunStatus
 from graphrunner.errors import WaitTimeout
@@ -179,7 +179,7 @@ def test_kids_never_created_are_created(
     mc: MemoryCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lost: list[tuple[str, ...]] = []
-    create = kids.create
+    create = children.create
 
     def dies_after_the_commit(*args: Any) -> None:  # the worker's first creation never happens
         if not lost:
@@ -187,11 +187,11 @@ def test_kids_never_created_are_created(
             return
         create(*args)
 
-    monkeypatch.setattr(kids, "create", dies_after_the_commit)
+    monkeypatch.setattr(children, "create", dies_after_the_commit)
     run_id = mc.client.submit(parallel_parent(tmp_path)).id
     mc.step()
     assert lost == [("slow", "fast")] and mc.waiting() == []
-    assert mc.snap(run_id).wait["open"] == ["slow", "fast"]
+    assert mc.snap(run_id).wait.open == ("slow", "fast")
     report = sweep_overdue(mc, run_id)
     assert actions(report) == [(run_id, "created_kids")]
     assert {m.run_id for m in mc.waiting()} == {f"{run_id}.1.slow", f"{run_id}.1.fast"}
@@ -208,7 +208,7 @@ def test_a_parent_whose_kids_wake_up_was_lost_is_woken(mc: MemoryCluster, tmp_pa
     assert actions(sweep_overdue(mc, run_id)) == []  # `fast` finished, its wake-up is on the queue
     mc.drive(until=lambda: mc.snap(slow).status.finished)
     mc.store.queues[mc.settings.queue].clear()  # the wake-up of the last kid is lost
-    assert mc.snap(run_id).wait["open"] == ["slow"]
+    assert mc.snap(run_id).wait.open == ("slow",)
     report = sweep_overdue(mc, run_id)
     assert actions(report) == [(run_id, "woke_parent")]
     assert mc.waiting() == [StepMessage(run_id=run_id, step=0, phase=mc.snap(run_id).phase)]

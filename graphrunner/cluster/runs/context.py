@@ -9,12 +9,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from graphrunner.cluster.runs.graphs import GraphCache
 from graphrunner.cluster.transport.messages import Outgoing
 from graphrunner.cluster.transport.publisher import Publisher
-from graphrunner.cluster.waits.base import deadline
+from graphrunner.cluster.waits.base import deadline  # and, with it, every kind of wait
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import ConfigurationError
@@ -24,6 +24,8 @@ from graphrunner.store import Created, Fence, RedisStore, Store
 
 if TYPE_CHECKING:
     from celery import Celery
+
+    from graphrunner.cluster.steps.item_runner import ItemRecord
 
 
 @dataclass(frozen=True)
@@ -100,9 +102,10 @@ class Cluster:
             self.publisher.flush(snap.run_id)
         return created
 
-    def save_item(self, run_id: str, tag: str, index: int, record: dict[str, Any]) -> None:
+    def save_item(self, run_id: str, tag: str, index: int, record: ItemRecord) -> None:
         """Record item `index` of the foreach `tag`; the run has made progress."""
-        self.store.save_item(run_id, tag, index, record, progress=time.time() + self.settings.stall_after)
+        progress = time.time() + self.settings.stall_after
+        self.store.save_item(run_id, tag, index, record.model_dump(), progress=progress)
 
     def close(self) -> None:
         """Release the connections."""

@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from graphrunner import engine
-from graphrunner.cluster.waits.base import Wait, latest, open_kids
+from graphrunner.cluster.waits.base import open_children
+from graphrunner.cluster.waits.timers import restart
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import CancelError, ResumeError, RunNotFound, RunRefused
-from graphrunner.services.records import AdmitRecord, CancelRecord, ResumeRecord, utcnow
+from graphrunner.services.records import AdmitRecord, CancelRecord, ResumeRecord, parse, utcnow
 from graphrunner.store import Fence, Store, now_ms
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def cancel(cluster: Cluster, run_id: str, reason: str = "cancelled by request") 
         raise CancelError(f"run {run_id} kept changing while it was being cancelled; try again")
     if snap.status is RunStatus.PENDING and snap.concurrency_key:
         cluster.store.unqueue(snap.concurrency_key, run_id)
-    for child in (*snap.children, *open_kids(snap)):
+    for child in dict.fromkeys((*snap.children, *open_children(snap))):
         _cancel_child(cluster, child, run_id)
     hand_on(cluster, final)
     return final
@@ -146,7 +147,7 @@ def resume(
     if snap.status.finished and snap.concurrency_key:
         _retake_key(store, snap)
     running = resumed.status is RunStatus.RUNNING
-    wait = Wait("restart", prior=latest(snap)).to_dict() if running else None
+    wait = restart(snap) if running else None
     resumed = resumed.model_copy(
         update={"phase": snap.phase + 1, "wait": wait, "graph_hash": graph.content_hash}
     )
@@ -171,8 +172,8 @@ def _as_paused(store: Store, snap: RunSnapshot) -> RunSnapshot:
     """`snap` as paused when it was cancelled while paused (its pause node has been taken)."""
     if snap.status is not RunStatus.CANCELLED:
         return snap
-    last = store.last_record(snap.run_id)
-    if last.get("status") == "cancelled" and last.get("from") == RunStatus.PAUSED.value:
+    last = parse(store.last_record(snap.run_id))
+    if isinstance(last, CancelRecord) and last.from_ == RunStatus.PAUSED.value:
         return snap.model_copy(update={"status": RunStatus.PAUSED})
     return snap
 

@@ -1,16 +1,19 @@
-"""What a step on a worker does next, decided by the helpers for foreach, items and child runs.
+"""What a step on a worker does next, decided by the kind of wait it starts or goes on with.
 
-The helpers (`fanout`, `sequence`, `children`) plan; only the executor commits and sends.
+The kinds of wait (`graphrunner.cluster.waits`) decide; only the executor commits and sends.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from graphrunner.cluster.waits.base import Wait
 from graphrunner.engine import Outcome
+from graphrunner.engine.waiting import Wait
 from graphrunner.services.records import AnyRecord
+
+if TYPE_CHECKING:
+    from graphrunner.cluster.steps.item_runner import ItemRecord
 
 
 @dataclass(frozen=True)
@@ -24,22 +27,23 @@ class Complete:
 
 @dataclass(frozen=True)
 class Suspend:
-    """Commit `wait` for the step (phase + 1) with `records` and snapshot `changes`, then send what
-    it waits for: a timer, the next foreach chunk, the child run, or the step again."""
+    """Commit `wait` for the step (phase + 1) with `records` and snapshot `changes`, then do what
+    its kind does after the commit: send a foreach chunk, create child runs (`kids`)."""
 
     wait: Wait
     records: tuple[AnyRecord, ...] = ()
     changes: dict[str, Any] = field(default_factory=dict)
-    kids: tuple[str, ...] = ()  # a `kids` wait: the kid runs to create once the wait is committed
+    kids: tuple[str, ...] = ()  # child runs: the keys of those to create once the wait is committed
 
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """Save a sequential item's record (`item`: index and record), commit `wait` (phase + 1),
-    and go on with the next item in this task."""
+    """Save a sequential item's record (`item`: index and record) under `tag`, commit `wait`
+    (phase + 1), and go on with the wait in this task."""
 
     wait: Wait
-    item: tuple[int, dict[str, Any]]
+    tag: str
+    item: tuple[int, ItemRecord]
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,7 @@ class Collect:
     tag: str
     count: int
     hook_round: int = 0
-    item: tuple[int, dict[str, Any]] | None = None
+    item: tuple[int, ItemRecord] | None = None
 
 
 @dataclass(frozen=True)

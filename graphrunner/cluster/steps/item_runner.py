@@ -4,11 +4,11 @@ An item message carries its call, signed by the worker that derived it from the 
 graph and state (`signing.py`): a message whose signature does not verify is refused (dead-
 lettered) unrun, and a verified call is checked against the run's capabilities again here.
 
-An item task never raises: it records `{ok, result | error, attempts}` in Redis under its
-index (the first record of an index wins, so a redelivered item is counted once) and
-returns nothing, so Celery's chord only counts it. An item that must wait (a retry backoff
-over `INLINE_WAIT`, a durable sleep) returns without a record; its next attempt is sent as
-a durable timer, outside the chord, and the join waits for its record.
+An item task never fails its chord: it records an `ItemRecord` in Redis under its index (the
+first record of an index wins, so a redelivered item is counted once) and returns nothing, so
+Celery's chord only counts it. An item that must wait (a retry backoff over `INLINE_WAIT`, a
+durable sleep) returns without a record; its next attempt is sent as a durable timer, outside
+the chord, and the join waits for its record.
 """
 
 from __future__ import annotations
@@ -16,9 +16,15 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+from pydantic import BaseModel, ConfigDict, PlainValidator, model_serializer
+
+from graphrunner.cluster.steps import redeliveries
+from graphrunner.cluster.steps.redeliveries import infrastructure
 from graphrunner.cluster.transport.messages import ITEM_TASK, ItemMessage, Outgoing
+from graphrunner.cluster.worker.heartbeat import Heartbeats
+from graphrunner.cluster.worker.loops import ThreadLoops
 from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome, ItemOutcome
 from graphrunner.engine.capabilities import denied
 from graphrunner.model import RetryPolicy
@@ -34,71 +40,135 @@ STATUS_TTL = 0.5  # seconds an item task trusts the run status it last read (can
 
 
 def call_payload(call: ActionCall) -> dict[str, Any]:
-    """An `ActionCall` as JSON for an item message."""
+    """An `ActionCall` as JSON for an item message (the signed wire form: `call_from` reads it)."""
     data = asdict(call)
     data["retry"] = [p.model_dump(mode="json") for p in call.retry]
     return data
 
 
 def call_from(payload: dict[str, Any]) -> ActionCall:
-    """The `ActionCall` of an item message."""
+    """The `ActionCall` of an item message (as `call_payload` wrote it)."""
     retry = tuple(RetryPolicy.model_validate(p) for p in payload.get("retry", ()))
     return ActionCall(**{**payload, "retry": retry})
 
 
-def record_of(outcome: ActionOutcome) -> dict[str, Any]:
+def _failure(value: Any) -> ActionFailure:
+    """An item's stored error (as `ActionFailure.to_dict` wrote it) as the failure."""
+    return value if isinstance(value, ActionFailure) else ActionFailure.from_dict(value or {})
+
+
+class ItemRecord(BaseModel):
+    """What is stored for one foreach item: its result or its failure, and the attempts it took.
+
+    Stored as `{ok, attempts, result | error, cache_hit}` (`error` as `ActionFailure.to_dict`
+    writes it, `cache_hit` only when true): the form items in flight were recorded in.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    ok: bool = False
+    attempts: int = 1
+    result: Any = None
+    error: Annotated[ActionFailure, PlainValidator(_failure)] | None = None
+    cache_hit: bool = False
+
+    @model_serializer
+    def _stored(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"ok": self.ok, "attempts": self.attempts}
+        if self.error is not None:
+            record["error"] = self.error.to_dict()
+        else:
+            record["result"] = self.result
+        if self.cache_hit:
+            record["cache_hit"] = True
+        return record
+
+    def outcome(self) -> ActionOutcome:
+        """The item's outcome (a failed record without its error fails as `permanent`)."""
+        if self.ok:
+            return ActionOutcome(self.result, attempts=self.attempts, cache_hit=self.cache_hit)
+        return ActionOutcome(failure=_failure(self.error), attempts=self.attempts)
+
+
+def record_of(outcome: ActionOutcome) -> ItemRecord:
     """What is stored for one item."""
-    record: dict[str, Any] = {"ok": outcome.ok, "attempts": outcome.attempts}
-    if outcome.failure is not None:
-        record["error"] = outcome.failure.to_dict()
-    else:
-        record["result"] = outcome.result
-    if outcome.cache_hit:
-        record["cache_hit"] = True
-    return record
+    result = outcome.result if outcome.ok else None
+    return ItemRecord(
+        ok=outcome.ok,
+        attempts=outcome.attempts,
+        result=result,
+        error=outcome.failure,
+        cache_hit=outcome.cache_hit,
+    )
 
 
-def failed_record(failure: ActionFailure) -> dict[str, Any]:
+def failed_record(failure: ActionFailure) -> ItemRecord:
     """The record of an item that could not be dispatched (bad params, capability denied, poison)."""
     return record_of(ActionOutcome(failure=failure))
 
 
 def outcome_of(index: int, item: Any, record: dict[str, Any] | None) -> ItemOutcome:
-    """An item's outcome from its stored record."""
+    """An item's outcome from its stored record (as the store's `load_items` returns it)."""
     if record is None:
         failure = ActionFailure("permanent", f"item {index}: its result is missing", "MissingItemResult")
         return ItemOutcome(index, item, ActionOutcome(failure=failure))
-    attempts = int(record.get("attempts", 1))
-    if record.get("ok"):
-        outcome = ActionOutcome(
-            record.get("result"), attempts=attempts, cache_hit=bool(record.get("cache_hit"))
-        )
-        return ItemOutcome(index, item, outcome)
-    error = record.get("error") or {}
-    return ItemOutcome(index, item, ActionOutcome(failure=ActionFailure.from_dict(error), attempts=attempts))
+    return ItemOutcome(index, item, ItemRecord.model_validate(record).outcome())
 
 
 class ItemRunner:
-    """Runs item messages: dispatch the call, record the result (or send the item again later)."""
+    """Executes item messages: dispatch the call, record the result (or send the item again later)."""
 
-    def __init__(self, cluster: Cluster, services: StepServices, *, max_redeliveries: int = 5) -> None:
+    def __init__(
+        self,
+        cluster: Cluster,
+        services: StepServices,
+        *,
+        heartbeats: Heartbeats,
+        loops: ThreadLoops | None = None,
+        max_redeliveries: int = 5,
+    ) -> None:
         self.cluster = cluster
         self.store = cluster.store
         self.publisher = cluster.publisher
         self.services = services
+        self.heartbeats = heartbeats
+        self.loops = loops or ThreadLoops()
         self.max_redeliveries = max_redeliveries
         self._statuses: dict[str, tuple[float, str | None]] = {}
         self._grants: dict[str, tuple[str, ...]] = {}  # a run's capabilities, fixed when it starts
 
-    async def run(self, msg: ItemMessage, *, redelivered: bool = False, queue: str, shadow: str) -> None:
+    # -- entry -------------------------------------------------------------------------------------
+
+    def execute(
+        self,
+        msg: ItemMessage,
+        *,
+        redelivered: bool = False,
+        queue: str | None = None,
+        shadow: str | None = None,
+    ) -> None:
         """Run the item and record its outcome; a wait sends it again as a durable timer.
 
         Items of a run that is no longer running (cancelled, failed) are skipped: nothing
-        runs, nothing is recorded. An item redelivered more than `max_redeliveries` times
-        (its task keeps losing its worker) is recorded as failed without running it again.
+        runs, nothing is recorded. `redelivered`: counted, and past `max_redeliveries` (its
+        task keeps losing its worker) the item is recorded as failed without running it again.
         A message whose signature does not verify is refused unrun; a call the run's
-        capabilities do not allow is recorded as `permission_denied`.
+        capabilities do not allow is recorded as `permission_denied`. An unexpected exception
+        records the item failed (naming it); Redis or broker trouble (`infrastructure`) is
+        raised for a requeue. `queue` (default: the cluster's) and `shadow` are where and under
+        which name the item goes again when it waits.
         """
+        queue = queue or self.cluster.settings.queue
+        shadow = shadow or f"{msg.graph_id}:item"
+        try:
+            with self.heartbeats.beating(msg.run_id):
+                self.loops.run(self._execute(msg, redelivered, queue, shadow))
+        except Exception as exc:
+            if infrastructure(exc):
+                raise
+            self._unexpected(msg, exc)
+
+    async def _execute(self, msg: ItemMessage, redelivered: bool, queue: str, shadow: str) -> None:
         if not self.publisher.signer.verify(msg):
             self._refuse(msg, queue)
             return
@@ -113,6 +183,12 @@ class ItemRunner:
             return
         await self._dispatch(msg, call, queue, shadow)
 
+    def _unexpected(self, msg: ItemMessage, exc: Exception) -> None:
+        """An exception no item should raise (a bug, a broken library): the item fails, naming it."""
+        failure = _raised(msg, exc)
+        if self._status(msg.run_id) == "running":
+            self.save(msg, failed_record(failure))
+
     async def _dispatch(self, msg: ItemMessage, call: ActionCall, queue: str, shadow: str) -> None:
         context = ToolContext(msg.run_id, msg.graph_id, call.node, msg.step, item_index=msg.index)
         try:
@@ -120,16 +196,13 @@ class ItemRunner:
                 msg.graph_hash, call, context, attempt=msg.attempt, timer=msg.timer
             )
         except Exception as exc:  # a bug or a broken tool: the item fails, the worker goes on
-            log.exception("item %s of run %s raised", msg.index, msg.run_id)
-            traceback = format_traceback(exc, user_frames=False)
-            failure = ActionFailure("permanent", f"{type(exc).__name__}: {exc}", traceback=traceback)
-            outcome = ActionOutcome(failure=failure)
+            outcome = ActionOutcome(failure=_raised(msg, exc))
         if isinstance(outcome, Deferred):
             self.publisher.send(msg.run_id, [self._later(msg, outcome, queue, shadow)])
             return
         self.save(msg, record_of(outcome))
 
-    def save(self, msg: ItemMessage, record: dict[str, Any]) -> None:
+    def save(self, msg: ItemMessage, record: ItemRecord) -> None:
         """Record the item's outcome (its run makes progress)."""
         self.cluster.save_item(msg.run_id, msg.tag, msg.index, record)
 
@@ -169,15 +242,23 @@ class ItemRunner:
         return seen[1]
 
     def _poisoned(self, msg: ItemMessage) -> bool:
-        count = self.store.count_redelivery(msg.run_id, f"item:{msg.tag}:{msg.index}")
-        if count <= self.max_redeliveries:
+        """Count a redelivery of the item `msg`; past the cap, record it failed (True)."""
+        counted = redeliveries.of_item(self.store, msg, self.max_redeliveries)
+        if not counted.poison:
             return False
         failure = ActionFailure(
             "permanent",
-            f"item {msg.index} was redelivered {count} times without finishing (its task keeps "
-            f"losing its worker: killed, out of memory?); not run again "
-            f"(GRAPHRUNNER_MAX_REDELIVERIES={self.max_redeliveries})",
+            f"item {msg.index} was redelivered {counted.count} times without finishing (its task "
+            f"keeps losing its worker: killed, out of memory?); not run again "
+            f"(GRAPHRUNNER_MAX_REDELIVERIES={counted.limit})",
             "PoisonMessage",
         )
         self.save(msg, failed_record(failure))
         return True
+
+
+def _raised(msg: ItemMessage, exc: Exception) -> ActionFailure:
+    """The failure of item `msg` that raised `exc`, logged with its traceback."""
+    log.exception("item %s of run %s raised", msg.index, msg.run_id)
+    traceback = format_traceback(exc, user_frames=False)
+    return ActionFailure("permanent", f"{type(exc).__name__}: {exc}", traceback=traceback)

@@ -29,7 +29,7 @@ from graphrunner.cluster.transport.envelope import Envelope
 from graphrunner.cluster.transport.messages import ITEM_TASK, STEP_TASK, Outgoing
 from graphrunner.cluster.transport.signing import Signer
 from graphrunner.compiled import CompiledGraph
-from graphrunner.engine import RunSnapshot
+from graphrunner.engine import ParentLink, RunSnapshot
 from graphrunner.errors import BrokerUnavailable
 from graphrunner.settings import Settings
 from graphrunner.store import Send, Store
@@ -116,17 +116,17 @@ class Publisher:
             tracked=tracked,
         )
 
-    def wake(self, parent: dict[str, Any], child: str = "") -> Outgoing:
-        """The message that wakes a parent's step (`{run_id, step, phase, graph_id, node}`) whose
-        child `child` has finished (named, so a parent waiting on many kids looks at that one only).
+    def wake(self, parent: ParentLink, child: str = "") -> Outgoing:
+        """The message that wakes the parent's step `parent` whose child `child` has finished
+        (named, so a parent waiting on many kids looks at that one only).
 
         Flower shows it as `graph:node:child-finished`: one name per node, never one per run
         (a parent recorded before the names were kept shows as `child-finished`).
         """
-        args: tuple[Any, ...] = (parent["run_id"], parent["step"], parent["phase"])
+        args: tuple[Any, ...] = (parent.run_id, parent.step, parent.phase)
         if child:
             args = (*args, child)
-        where = f"{parent['graph_id']}:{parent.get('node') or ''}:" if parent.get("graph_id") else ""
+        where = f"{parent.graph_id}:{parent.node or ''}:" if parent.graph_id else ""
         return Outgoing(task=STEP_TASK, args=args, queue=self.settings.queue, shadow=f"{where}child-finished")
 
     def item(self, payload: dict[str, Any], queue: str, shadow: str, due: float | None = None) -> Outgoing:

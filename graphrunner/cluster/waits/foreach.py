@@ -1,57 +1,135 @@
-"""Parallel foreach on the cluster: items as chords of item tasks, joined from Redis.
+"""Parallel foreach items (kind `foreach`): chords of item tasks, joined from Redis.
 
 The items are sent in chunks of at most `max_concurrency` (else the executor's chunk size)
-items, each chunk a Celery chord whose body is the step's own task at the next phase. The
-join never trusts Celery's count: it counts the item results recorded in Redis, looks again
-later while some are missing (an item waiting on a retry is sent outside the chord), sends
-the next chunk, and when every item has a result, the step collects them in item order.
-Empty and one-item lists never reach here (`sequence` runs them in the step's task).
+items, each chunk a Celery chord whose body is the step's own task at the next phase, sent
+after the commit that suspends the step (once per phase). The join never trusts Celery's
+count: it counts the item results recorded in Redis, looks again later while some are missing
+(an item waiting on a retry is sent outside the chord), sends the next chunk, and when every
+item has a result, the step collects them in item order. Empty and one-item lists never reach
+here (`sequence` runs them in the step's task). The sweeper sends a chunk's missing items
+again, or its join when every item has its record.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from graphrunner import engine
 from graphrunner.cluster.steps.decisions import Collect, Decision, Poll, Suspend
-from graphrunner.cluster.steps.item_runner import call_payload, failed_record
-from graphrunner.cluster.waits.base import Wait
+from graphrunner.cluster.steps.item_runner import ItemRecord, call_payload, failed_record
+from graphrunner.cluster.waits.base import Context, Step, WaitKind, queued, wake
 from graphrunner.compiled import CompiledGraph
-from graphrunner.engine import ActionFailure, RunSnapshot, StepPlan
+from graphrunner.engine import ActionFailure, RunSnapshot, Wait
 from graphrunner.model import ForeachNode
 from graphrunner.services.records import utcnow
+
+if TYPE_CHECKING:
+    from graphrunner.cluster.runs.context import Cluster
+    from graphrunner.cluster.transport.messages import Outgoing
 
 POLL_SECONDS = 1.0  # how often a join that fired before every item was recorded looks again
 
 
-def parallel(graph: CompiledGraph, plan: StepPlan) -> bool:
-    """The foreach runs its items as chords (parallel, with two or more items)."""
-    spec = graph.nodes[plan.node].spec
+class ForeachWait(Wait):
+    """Parallel items `[next, upto)` of `total` have been sent; their results are under `tag`."""
+
+    kind: Literal["foreach"] = "foreach"
+    tag: str = ""
+    total: int = 0
+    upto: int = 0
+    next: int = 0
+
+
+class Foreach(WaitKind[ForeachWait]):
+    """A parallel foreach of actions over two or more items."""
+
+    waits = (ForeachWait,)
+
+    async def start(self, ctx: Context, step: Step, hook_round: int, prior: str) -> Decision | None:
+        """Suspend the step on its first chunk of items."""
+        if not parallel(step):
+            return None
+        plan = step.plan
+        spec = step.graph.nodes[plan.node].spec
+        assert isinstance(spec, ForeachNode) and plan.items is not None
+        total = len(plan.items)
+        size = min(spec.max_concurrency or ctx.chunk, ctx.chunk)
+        tag = f"{plan.step}.{step.snap.phase + 1}.{uuid.uuid4().hex[:8]}"  # never another attempt's results
+        return Suspend(ForeachWait(hook_round=hook_round, tag=tag, total=total, upto=min(total, size)))
+
+    async def join(self, ctx: Context, step: Step, wait: ForeachWait, woken_by: str) -> Decision:
+        """A chunk's chord has fired: look again later while items are missing, send the next
+        chunk, or collect them all."""
+        if ctx.store.count_items(step.snap.run_id, wait.tag) < wait.upto:
+            return Poll(POLL_SECONDS)
+        if wait.upto < wait.total:
+            size = wait.upto - wait.next
+            return Suspend(wait.but(next=wait.upto, upto=min(wait.total, wait.upto + size)))
+        return Collect(wait.tag, wait.total, wait.hook_round)
+
+    def sends(
+        self, cluster: Cluster, graph: CompiledGraph, snap: RunSnapshot, wait: ForeachWait
+    ) -> list[Outgoing]:
+        """Nothing with the commit: the chunk's chord (its body the step) is sent after it."""
+        return []
+
+    def after_commit(
+        self, cluster: Cluster, graph: CompiledGraph, snap: RunSnapshot, suspend: Suspend
+    ) -> None:
+        """Send the chunk the step now waits for (once per phase)."""
+        assert isinstance(suspend.wait, ForeachWait)
+        if cluster.store.claim_dispatch(snap.run_id, snap.phase):
+            send_chunk(cluster, graph, snap, suspend.wait)
+
+    def repair(self, cluster: Cluster, snap: RunSnapshot, wait: ForeachWait) -> str | None:
+        """Send the chunk's missing items again (with the join), when none can be in flight; or
+        the join alone when every item has its record."""
+        missing = cluster.store.missing_items(snap.run_id, wait.tag, wait.next, wait.upto)
+        if not missing:  # every item has its record: the join was lost
+            wake(cluster, snap)
+            return "resent_join"
+        graph = cluster.graphs.get(snap.graph_hash)
+        if queued(cluster, cluster.publisher.queue_of(graph, snap.node)):
+            return None  # items may still be waiting on the queue: never duplicate a backlog
+        send_chunk(cluster, graph, snap, wait, only=set(missing))
+        return "resent_items"
+
+
+def parallel(step: Step) -> bool:
+    """The step is a foreach of actions that runs its items as chords (parallel, two or more)."""
+    plan = step.plan
+    if plan.kind != "foreach" or plan.child_graph is not None:
+        return False
+    spec = step.graph.nodes[plan.node].spec
     assert isinstance(spec, ForeachNode) and plan.items is not None
     return spec.parallel and len(plan.items) > 1
 
 
-def start(graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan, hook_round: int, chunk: int) -> Suspend:
-    """Suspend the step on its first chunk of items."""
-    spec = graph.nodes[plan.node].spec
-    assert isinstance(spec, ForeachNode) and plan.items is not None
-    total = len(plan.items)
-    size = min(spec.max_concurrency or chunk, chunk)
-    tag = f"{plan.step}.{snap.phase + 1}.{uuid.uuid4().hex[:8]}"  # never another attempt's results
-    return Suspend(Wait("foreach", hook_round=hook_round, tag=tag, total=total, upto=min(total, size)))
+def send_chunk(
+    cluster: Cluster, graph: CompiledGraph, snap: RunSnapshot, wait: ForeachWait, only: set[int] | None = None
+) -> None:
+    """Send items `[wait.next, wait.upto)` of the suspended foreach `snap` (those in `only`, when
+    given) as a chord joined by the step; items that cannot be dispatched are recorded failed."""
+    payloads, failed = chunk(graph, snap, wait, only)
+    for index, record in failed:
+        cluster.save_item(snap.run_id, wait.tag, index, record)
+    publisher = cluster.publisher
+    queue, shadow = publisher.queue_of(graph, snap.node), f"{snap.graph_id}:{snap.node}:item"
+    join = publisher.step(snap, graph, tracked=False)
+    publisher.fan_out(join, [publisher.item(p, queue, shadow) for p in payloads])
 
 
 def chunk(
-    graph: CompiledGraph, snap: RunSnapshot, wait: Wait, only: set[int] | None = None
-) -> tuple[list[dict[str, Any]], list[tuple[int, dict[str, Any]]]]:
+    graph: CompiledGraph, snap: RunSnapshot, wait: ForeachWait, only: set[int] | None = None
+) -> tuple[list[dict[str, Any]], list[tuple[int, ItemRecord]]]:
     """The item payloads of `[wait.next, wait.upto)` (those in `only`, when given: the sweeper
     re-sends lost ones), and the records of items that cannot be dispatched (failed at once)."""
     plan = engine.prepare(graph, snap, utcnow())
     assert plan.items is not None
     node, now = graph.nodes[plan.node], utcnow()
     payloads: list[dict[str, Any]] = []
-    failed: list[tuple[int, dict[str, Any]]] = []
+    failed: list[tuple[int, ItemRecord]] = []
     for index in range(wait.next, wait.upto):
         if only is not None and index not in only:
             continue
@@ -71,14 +149,3 @@ def chunk(
             }
         )
     return payloads, failed
-
-
-def join(wait: Wait, recorded: int) -> Decision:
-    """A chunk's chord has fired and `recorded` items have a result: look again later, send the
-    next chunk, or collect them all."""
-    if recorded < wait.upto:
-        return Poll(POLL_SECONDS)
-    if wait.upto < wait.total:
-        size = wait.upto - wait.next
-        return Suspend(wait.but(next=wait.upto, upto=min(wait.total, wait.upto + size)))
-    return Collect(wait.tag, wait.total, wait.hook_round)

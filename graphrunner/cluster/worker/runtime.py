@@ -74,14 +74,17 @@ class WorkerRuntime:
         stall_after = float(settings.stall_after)
         self.heartbeats = Heartbeats(self.cluster.store, min(30.0, stall_after / 4), stall_after)
         self.loops = ThreadLoops()
+        options = options_of(settings)
         self.executor = StepExecutor(
+            self.cluster, self.services, heartbeats=self.heartbeats, options=options, loops=self.loops
+        )
+        self.items = ItemRunner(
             self.cluster,
             self.services,
             heartbeats=self.heartbeats,
-            options=options_of(settings),
             loops=self.loops,
+            max_redeliveries=options.max_redeliveries,
         )
-        self.items = ItemRunner(self.cluster, self.services, max_redeliveries=settings.max_redeliveries)
         register_tasks(self.app, self.executor, self.items)
         self.app.steps["consumer"].add(type("GraphrunnerVouch", (Vouch,), {"cluster": self.cluster}))
 

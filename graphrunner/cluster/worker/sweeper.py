@@ -9,9 +9,10 @@ on. A pass looks only at runs past their deadline, and repairs precisely what is
   again; a message still in flight is left alone, so a backlog is never duplicated;
 - a message committed to a run's outbox but not published (its worker died in between,
   broker other than the store's Redis) is published;
-- a foreach whose chunk was never sent, or whose items were lost, gets its missing items;
-- a parent whose child (or one of its kids) has finished but was never woken is woken, and
-  kids committed but never created (their worker died) are created;
+- a suspended step is repaired by the kind of its wait (`WaitKind.repair`): a foreach whose
+  chunk was never sent, or whose items were lost, gets its missing items; a parent whose child
+  run has finished but was never woken is woken, and child runs committed but never created
+  (their worker died) are created;
 - a concurrency key held by a finished run is handed on.
 
 Re-sending is always safe: every commit is fenced, so if the original message was only
@@ -28,8 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from graphrunner.cluster.runs.operations import hand_on, idle_seconds
-from graphrunner.cluster.waits import dispatch, kids
-from graphrunner.cluster.waits.base import Wait
+from graphrunner.cluster.waits.base import kind_of, resend_step
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import GraphrunnerError
 from graphrunner.services.records import SweepRecord
@@ -123,81 +123,10 @@ def _look_at(cluster: Cluster, run_id: str) -> Repair | None:
 
 
 def _repair(cluster: Cluster, snap: RunSnapshot) -> str | None:
-    """Send again what `snap` is missing, by what it waits for; None when nothing is missing."""
-    wait = Wait.from_dict(snap.wait) if snap.wait is not None else None
-    if wait is not None and wait.kind == "child":
-        return _wake_parent(cluster, snap, wait)
-    if wait is not None and wait.kind == "kids":
-        return _repair_kids(cluster, snap, wait)
-    if wait is not None and wait.kind == "foreach":
-        return _resend_items(cluster, snap, wait)
-    return _resend_step(cluster, snap)
-
-
-def _resend_step(cluster: Cluster, snap: RunSnapshot) -> str | None:
-    """The run's step message, when it was lost (or is stuck in the run's outbox)."""
-    store, publisher = cluster.store, cluster.publisher
-    if not store.direct and store.outbox(snap.run_id):
-        publisher.flush(snap.run_id)
-        return "published_outbox"
-    sent = store.sent(snap.run_id)
-    if sent is not None and store.timer_due(snap.run_id, sent.tag) is not None:
-        return None  # a durable timer that has not come due (or no worker moves timers)
-    broker = publisher.broker
-    if sent is not None and (broker is None or not broker.lost(sent)):
-        return None  # held by a worker (restored if it dies) or waiting on its queue
-    graph = cluster.graphs.get(snap.graph_hash)
-    publisher.send(snap.run_id, [publisher.step(snap, graph)])
-    return "resent_step"
-
-
-def _wake_parent(cluster: Cluster, snap: RunSnapshot, wait: Wait) -> str | None:
-    """Wake a parent whose child has finished (its wake-up was lost); else the child is swept itself."""
-    child = cluster.store.load_run(wait.child)
-    if child is not None and not child.status.finished:
-        return None
-    if _queued(cluster):
-        return None  # its wake-up may be waiting on the queue: never duplicate a backlog
-    graph = cluster.graphs.get(snap.graph_hash)
-    cluster.publisher.send(snap.run_id, [cluster.publisher.step(snap, graph, tracked=False)])
-    return "woke_parent"
-
-
-def _repair_kids(cluster: Cluster, snap: RunSnapshot, wait: Wait) -> str | None:
-    """Create the open kids that were never created (a worker died after the commit), and wake a
-    parent whose kid has finished (its wake-up was lost, unless it may still be queued)."""
-    store = cluster.store
-    found = {key: store.load_run(f"{wait.child}.{key}") for key in wait.open}
-    graph = cluster.graphs.get(snap.graph_hash)
-    missing = [key for key, kid in found.items() if kid is None]
-    if missing:
-        kids.create(cluster, graph, snap, wait, missing)
-        return "created_kids"
-    if any(kid is not None and kid.status.finished for kid in found.values()) and not _queued(cluster):
-        cluster.publisher.send(snap.run_id, [cluster.publisher.step(snap, graph, tracked=False)])
-        return "woke_parent"
-    return None
-
-
-def _resend_items(cluster: Cluster, snap: RunSnapshot, wait: Wait) -> str | None:
-    """Send the current chunk's missing items again (with the join), when none can be in flight."""
-    store = cluster.store
-    missing = store.missing_items(snap.run_id, wait.tag, wait.next, wait.upto)
-    graph = cluster.graphs.get(snap.graph_hash)
-    if not missing:  # every item has its record: the join was lost
-        cluster.publisher.send(snap.run_id, [cluster.publisher.step(snap, graph, tracked=False)])
-        return "resent_join"
-    if _queued(cluster, cluster.publisher.queue_of(graph, snap.node)):
-        return None  # items may still be waiting on the queue: never duplicate a backlog
-    dispatch.send_chunk(cluster, graph, snap, wait, only=set(missing))
-    return "resent_items"
-
-
-def _queued(cluster: Cluster, queue: str | None = None) -> bool:
-    """Messages wait on `queue` (wake-ups go to the default one); False when the broker cannot
-    be looked at (RabbitMQ: what is missing is sent, and a duplicate changes nothing)."""
-    broker, queue = cluster.publisher.broker, queue or cluster.settings.queue
-    return broker is not None and broker.depths([queue])[queue] > 0
+    """Send again what `snap` is missing, as the kind of its wait says; None when nothing is missing."""
+    if snap.wait is None:
+        return resend_step(cluster, snap)
+    return kind_of(snap.wait).repair(cluster, snap, snap.wait)
 
 
 def _pending_keys(cluster: Cluster) -> list[Repair]:

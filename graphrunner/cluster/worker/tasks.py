@@ -1,10 +1,10 @@
 """graphrunner's Celery tasks, thin: parse the message, hand it on, never drop it.
 
 A task body never raises for a run's sake: run errors are committed as failed runs by the
-executor, and an exception from a step is a failed run too. What does escape is trouble with
-Redis or the broker; the message then goes back on its queue (`Reject(requeue=True)`),
-marked redelivered, so a message that keeps failing is counted and, past
-GRAPHRUNNER_MAX_REDELIVERIES, fails its run instead of looping.
+executor, an exception from a step is a failed run too, and one from an item a failed item.
+What does escape is trouble with Redis or the broker; the message then goes back on its queue
+(`Reject(requeue=True)`), marked redelivered, so a message that keeps failing is counted and,
+past GRAPHRUNNER_MAX_REDELIVERIES, fails its run (or its item) instead of looping.
 """
 
 from __future__ import annotations
@@ -44,18 +44,14 @@ def register_tasks(app: Celery, executor: StepExecutor, items: ItemRunner) -> No
             raise _requeue(f"step {msg.step + 1} of run {msg.run_id}", exc) from None
 
     def item(self: Any, *args: Any, **kwargs: Any) -> None:
-        """Run one foreach item and record its result; never fails (it is a chord part)."""
+        """Run one foreach item (thin, like `step`); never fails (it is a chord part)."""
         try:
             msg = ItemMessage.parse(args, kwargs)
         except BadMessage as exc:
             guard.refuse(str(exc), task=ITEM_TASK, queue=_queue(self), body=[list(args), kwargs])
             return
-        queue = _queue(self) or executor.cluster.settings.queue
-        shadow = self.request.shadow or f"{msg.graph_id}:item"
         try:
-            with executor.heartbeats.beating(msg.run_id):
-                run = items.run(msg, redelivered=_redelivered(self), queue=queue, shadow=shadow)
-                executor.loops.run(run)
+            items.execute(msg, redelivered=_redelivered(self), queue=_queue(self), shadow=self.request.shadow)
         except Exception as exc:
             raise _requeue(f"item {msg.index} of run {msg.run_id}", exc) from None
 
