@@ -1,5 +1,6 @@
-"""What the run explorer and `graphrunner flower` share about who is asking: a Basic credential
-read as bytes, compared in constant time, and loopback decided on IP addresses, never on names.
+"""What the run explorer and `graphrunner flower` share about who is asking: `user:password`
+logins, a Basic credential read as bytes, compared in constant time, and loopback decided on IP
+addresses, never on names; without a login a server listens on a loopback IP only.
 
 `hmac.compare_digest` raises `TypeError` for non-ASCII text, which made a non-ASCII password a
 500; both servers compare SHA-256 digests of UTF-8 bytes, against every login, so the time
@@ -14,7 +15,40 @@ import binascii
 import hashlib
 import hmac
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from enum import Enum
+
+from graphrunner.errors import ConfigurationError
+
+
+class Refusal(Enum):
+    """Why a server may not start with the logins and address it was given."""
+
+    BOTH = "logins and --no-auth given together"
+    NO_LOGIN = "neither a login nor --no-auth given"
+    NOT_LOOPBACK = "--no-auth on an address that is not a loopback IP"
+
+
+def refusal(*, logins: bool, no_auth: bool, address: str) -> Refusal | None:
+    """Why a server with (or without) `logins` may not listen on `address`, else None: it needs a
+    login, or `no_auth` and a loopback IP address, never both."""
+    if logins:
+        return Refusal.BOTH if no_auth else None
+    if not no_auth:
+        return Refusal.NO_LOGIN
+    return None if is_loopback_ip(address) else Refusal.NOT_LOOPBACK
+
+
+def split_logins(
+    entries: Iterable[str], setting: str, error: type[ConfigurationError]
+) -> Iterator[tuple[str, str]]:
+    """`(user, password)` of each `user:password` entry (the password may hold colons), as read;
+    raises `error` naming `setting` for an entry whose user or password is missing."""
+    for entry in entries:
+        user, sep, password = entry.partition(":")
+        if not (sep and user and password):
+            raise error(f"{setting} entry {user or entry!r} is not user:password")
+        yield user, password
 
 
 def credential(header: str | None) -> tuple[bytes, bytes] | None:

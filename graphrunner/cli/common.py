@@ -1,11 +1,13 @@
-"""Helpers shared by the CLI commands: JSON and error output, settings, `-i`/`--inputs` parsing."""
+"""Helpers shared by the CLI commands: JSON and error output, settings, the options several take
+(`-i`/`--inputs` parsed, `--capability`, `--traceback`), text and times."""
 
 from __future__ import annotations
 
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
 
 USAGE_ERROR = 2
 F = TypeVar("F", bound=Callable[..., Any])
+# a command that passes its arguments to another program (`worker`, `flower`) and prints its help
+OWN_HELP = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
 
 
 def print_json(data: Any) -> None:
@@ -183,6 +187,36 @@ def input_options(func: F) -> F:
     )(func)
 
 
+def capability_option(func: F) -> F:
+    """Add `--capability PATTERN` (repeatable, as `capabilities`)."""
+    return click.option(
+        "--capability",
+        "capabilities",
+        multiple=True,
+        metavar="PATTERN",
+        help="A capability of the run: an fnmatch pattern over tool:NAME, tool:python:MODULE.FN or "
+        "graph:ID, or in Rye's format rye.execute.tool.DOTTED.ID. Repeatable; without it the run gets "
+        "GRAPHRUNNER_DEFAULT_CAPABILITIES, which when unset is the pure built-ins (tool:echo, tool:fail, "
+        "tool:sleep) for a run on a cluster and '*' for a local run (--in-process, or the embedded Redis "
+        "of `run` without GRAPHRUNNER_REDIS_URL): see docs/security.md.",
+    )(func)
+
+
+def chosen(capabilities: Sequence[str]) -> list[str] | None:
+    """The `--capability` patterns given, or None for the deployment's default."""
+    return list(capabilities) or None
+
+
+def traceback_option(func: F) -> F:
+    """Add `--traceback` (as `tracebacks`)."""
+    return click.option(
+        "--traceback",
+        "tracebacks",
+        is_flag=True,
+        help="Print the traceback of each failed step (a Python tool's exception) under its progress line.",
+    )(func)
+
+
 def merge_inputs(inputs_json: dict[str, Any], input_pairs: Mapping[str, str], graph: Graph) -> dict[str, Any]:
     """`--inputs` overlaid with the `-i` pairs, each converted to the type `graph` declares for it.
 
@@ -200,23 +234,44 @@ def merge_inputs(inputs_json: dict[str, Any], input_pairs: Mapping[str, str], gr
 
 def open_graph(ref: str, settings: Settings) -> Graph:
     """Load graph `ref` for running; not found or invalid prints why and exits 2."""
+    graph, report = inspected(ref, settings)
+    if graph is None:
+        refuse_invalid(ref, report)
+    return graph
+
+
+def inspected(ref: str, settings: Settings) -> tuple[Graph | None, ValidationReport]:
+    """Graph `ref` (None when it does not validate) and its report; not found or unreadable prints
+    why and exits 2."""
     from graphrunner.loading import inspect_graph  # the graph model: not needed for --help
 
     try:
-        graph, report = inspect_graph(ref, settings=settings)
+        return inspect_graph(ref, settings=settings)
     except GraphNotFound as exc:
         fail(str(exc), USAGE_ERROR)
-    except GraphValidationError as exc:
-        graph, report = None, ValidationReport(errors=exc.issues, file=exc.source)
+    except GraphValidationError as exc:  # unreadable text: too large, not UTF-8
+        return None, ValidationReport(errors=exc.issues, file=exc.source)
     except OSError as exc:
         fail(f"cannot read graph {ref!r}: {exc.strerror or exc}", USAGE_ERROR)
-    if graph is None:
-        for issue in report.errors:
-            print_error(issue.render())
-        fail(f"graph {ref!r} is invalid ({plural(len(report.errors), 'error')})", USAGE_ERROR)
-    return graph
+
+
+def refuse_invalid(ref: str, report: ValidationReport) -> NoReturn:
+    """Print the errors of graph `ref` and exit 2."""
+    for issue in report.errors:
+        print_error(issue.render())
+    fail(f"graph {ref!r} is invalid ({plural(len(report.errors), 'error')})", USAGE_ERROR)
 
 
 def plural(count: int, noun: str) -> str:
     """`1 node`, `3 nodes`."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def indented(text: str, prefix: str = "    ") -> str:
+    """`text` with every line indented by `prefix`."""
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+def iso_time(ms: int) -> str:
+    """Epoch milliseconds as ISO 8601 UTC, to the second: `2024-05-01T12:00:00Z`."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -6,9 +6,8 @@ import sys
 
 import click
 
-from graphrunner.cli.common import USAGE_ERROR, fail
+from graphrunner.cli.common import OWN_HELP, USAGE_ERROR, fail
 from graphrunner.cli.connect import server_settings
-from graphrunner.cli.worker import OWN_HELP
 
 
 @click.command("flower", context_settings=OWN_HELP)

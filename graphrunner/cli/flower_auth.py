@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from graphrunner.basic_auth import is_loopback_host, is_loopback_ip, matching_user
+from graphrunner.basic_auth import Refusal, is_loopback_host, matching_user, refusal, split_logins
 from graphrunner.errors import ConfigurationError
 from graphrunner.placeholders import placeholder_problem
 
@@ -46,6 +46,13 @@ READ_ONLY: dict[str, frozenset[str]] = {
     "flower.api.tasks.TaskInfo": READ,
     "flower.api.tasks.TaskResult": READ,
 }
+REFUSED = {
+    Refusal.BOTH: f"give either {BASIC_AUTH} or Flower's --auth, or --no-auth, not both",
+    Refusal.NO_LOGIN: "Flower needs authentication: give --basic-auth=user:password (or set "
+    "FLOWER_BASIC_AUTH), or --no-auth to serve without it on 127.0.0.1 only",
+    Refusal.NOT_LOOPBACK: "--no-auth serves Flower on a loopback IP only (127.0.0.1, ::1), not on "
+    "--address={address}: give --basic-auth=user:password (or FLOWER_BASIC_AUTH) to serve it there",
+}
 CONTROL_REFUSED = (
     "Flower is read-only under graphrunner: %s %s is refused, as are all of Flower's control "
     "endpoints (send, apply, revoke or abort tasks, change their limits, resize, restart or shut "
@@ -65,38 +72,15 @@ def check_options(args: list[str], *, no_auth: bool) -> list[str]:
     """
     options = _flower_options(args)
     basic = [c for c in (options.basic_auth or []) if c]
-    _check_credentials(basic)
-    if basic or options.auth:
-        if no_auth:
-            raise FlowerAuthError(f"give either {BASIC_AUTH} or Flower's --auth, or --no-auth, not both")
-        return args
-    if not no_auth:
-        raise FlowerAuthError(
-            "Flower needs authentication: give --basic-auth=user:password (or set FLOWER_BASIC_AUTH), "
-            "or --no-auth to serve without it on 127.0.0.1 only"
-        )
-    if not options.address:
-        return [*args, "--address=127.0.0.1"]
-    if not is_loopback_ip(options.address):
-        raise FlowerAuthError(
-            f"--no-auth serves Flower on a loopback IP only (127.0.0.1, ::1), not on "
-            f"--address={options.address}: give --basic-auth=user:password (or FLOWER_BASIC_AUTH) "
-            "to serve it there"
-        )
-    return args
-
-
-def _check_credentials(credentials: Iterable[str]) -> None:
-    """Raise `FlowerAuthError` for an entry that is not `user:password` or has a placeholder password."""
-    passwords = []
-    for credential in credentials:
-        user, sep, password = credential.partition(":")
-        if not (sep and user and password):
-            raise FlowerAuthError(f"{BASIC_AUTH} entry {user or credential!r} is not user:password")
-        passwords.append(password)
-    problem = placeholder_problem(BASIC_AUTH, passwords)
+    logins = list(split_logins(basic, BASIC_AUTH, FlowerAuthError))
+    problem = placeholder_problem(BASIC_AUTH, [password for _, password in logins])
     if problem:
         raise FlowerAuthError(problem)
+    address = options.address or "127.0.0.1"
+    refused = refusal(logins=bool(basic or options.auth), no_auth=no_auth, address=address)
+    if refused is not None:
+        raise FlowerAuthError(REFUSED[refused].format(address=address))
+    return args if options.address or not no_auth else [*args, "--address=127.0.0.1"]
 
 
 def _flower_options(args: list[str]) -> Any:

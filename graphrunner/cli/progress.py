@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from graphrunner.cli.common import indented
 from graphrunner.text import SURROGATE
+
+if TYPE_CHECKING:  # records bring the graph model along: not for --help
+    from graphrunner.services.records import AnyRecord
 
 SYMBOLS = {
     "ok": "✓",
@@ -20,40 +24,55 @@ SYMBOLS = {
     "admitted": "▶",
     "swept": "⟳",
 }
-NOTES = {
-    "cancelled": "cancelled ({reason})",
-    "resumed": "resumed (was {from})",
-    "admitted": "admitted: concurrency key {key} handed on by {after}",
-    "swept": "stalled {idle_s}s: the sweeper {action}",
-}
 MAX_MESSAGE = 80
 
 
-def format_step(graph_id: str, record: Mapping[str, Any]) -> str:
-    """One progress line for a step record of the runner's transcript."""
-    symbol = SYMBOLS.get(str(record.get("status")), "?")
-    parts = [f"[graph:{graph_id}] step {record.get('step', '?')} {record.get('node', '?')} {symbol}"]
-    duration = format_duration(record.get("duration_ms"))
-    if duration:
-        parts.append(duration)
-    if record.get("status") == "retry":
-        parts.append(
-            f"attempt {record.get('attempts', '?')} failed, retrying in {record.get('retry_in_s', '?')}s"
-        )
-    if record.get("status") == "sleeping":
-        parts.append(f"sleeping {record.get('sleep_s', '?')}s (no worker held)")
-    note = NOTES.get(str(record.get("status")))
-    if note:
-        parts.append(note.format_map(_Missing(record)))
-    keys = list(record.get("changed_keys") or ())
-    if keys:
-        parts.append(f"(+{', '.join(str(k) for k in keys)})")
-    line = " ".join(parts)
-    error = record.get("error")
-    if error:
-        line += f" — {shorten(error_message(error))}"
-    elif record.get("message"):  # a pause node's message
-        line += f" — {shorten(str(record['message']))}"
+def format_step(graph_id: str, record: Mapping[str, Any] | AnyRecord) -> str:
+    """One progress line for a transcript record (as stored, or read by `records.parse`)."""
+    from graphrunner.services.records import StepRecord, changes, error_of, parse
+
+    record = parse(record)
+    head = f"[graph:{graph_id}] step {record.step} {record.node} {SYMBOLS.get(record.status, '?')}"
+    duration = format_duration(record.duration_ms) if isinstance(record, StepRecord) else ""
+    keys = changes(record)[0]
+    more = (duration, _note(record), f"(+{', '.join(keys)})" if keys else "")
+    line = " ".join([head, *(part for part in more if part)])
+    failure = error_of(record)
+    if failure is not None:
+        line += f" — {shorten(failure.message or failure.type or 'error')}"
+    elif isinstance(record, StepRecord) and record.message:  # a pause node's message
+        line += f" — {shorten(record.message)}"
+    return line
+
+
+def _note(record: AnyRecord) -> str:
+    """What a record of what happened around a step says; empty for a step's record."""
+    from graphrunner.services import records as r
+
+    if isinstance(record, r.RetryRecord):
+        return f"attempt {record.attempts} failed, retrying in {record.retry_in_s}s"
+    if isinstance(record, r.SleepRecord):
+        return f"sleeping {record.sleep_s}s (no worker held)"
+    if isinstance(record, r.CancelRecord):
+        return f"cancelled ({record.reason})"
+    if isinstance(record, r.ResumeRecord):
+        return f"resumed (was {record.from_})"
+    if isinstance(record, r.AdmitRecord):
+        return f"admitted: concurrency key {record.key} handed on by {record.after}"
+    if isinstance(record, r.SweepRecord):
+        return f"stalled {record.idle_s}s: the sweeper {record.action}"
+    return ""
+
+
+def progress_line(graph_id: str, record: Mapping[str, Any] | AnyRecord, tracebacks: bool = False) -> str:
+    """The progress line of a transcript record; with `tracebacks`, its error's traceback under it."""
+    from graphrunner.services.records import error_of, parse
+
+    record = parse(record)
+    line = format_step(graph_id, record)
+    failure = error_of(record)
+    if tracebacks and failure is not None and failure.traceback:
+        line += "\n" + indented(failure.traceback)
     return line
 
 
@@ -74,13 +93,6 @@ def format_duration(ms: Any) -> str:
     return f"{round(ms)}ms"
 
 
-def error_message(error: Any) -> str:
-    """The message of a step's error (a `{type, message}` mapping, or anything else)."""
-    if isinstance(error, Mapping):
-        return str(error.get("message") or error.get("type") or "error")
-    return str(error)
-
-
 def shorten(text: str, limit: int = MAX_MESSAGE) -> str:
     """The first line of `text`, cut to `limit` characters with an ellipsis."""
     lines = text.strip().splitlines()
@@ -88,10 +100,3 @@ def shorten(text: str, limit: int = MAX_MESSAGE) -> str:
     if len(first) > limit or len(lines) > 1:
         return first[: limit - 1].rstrip() + "…"
     return first
-
-
-class _Missing(dict[str, Any]):
-    """A record for `str.format_map`: missing fields read `?`."""
-
-    def __missing__(self, key: str) -> str:
-        return "?"

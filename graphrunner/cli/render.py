@@ -8,9 +8,17 @@ from typing import TYPE_CHECKING
 
 import click
 
-from graphrunner.cli.common import USAGE_ERROR, fail, load_settings, plural, print_error, print_json
+from graphrunner.cli.common import (
+    USAGE_ERROR,
+    fail,
+    inspected,
+    load_settings,
+    plural,
+    print_json,
+    refuse_invalid,
+)
 from graphrunner.cli.connect import cluster_client, cluster_settings, reported_errors
-from graphrunner.errors import GraphNotFound, GraphValidationError
+from graphrunner.errors import GraphValidationError
 from graphrunner.settings import Settings
 
 if TYPE_CHECKING:  # imported when used: the graph model is not needed for --help
@@ -85,25 +93,13 @@ def _stored(run_id: str, spec: GraphSpec | None, settings: Settings) -> tuple[Gr
 
 def graph_spec(ref: str, settings: Settings) -> GraphSpec:
     """The graph model of GRAPH; a graph that does not validate is drawn as written, with a warning."""
-    from graphrunner.loading import inspect_graph
-    from graphrunner.report import ValidationReport
-
-    try:
-        graph, report = inspect_graph(ref, settings=settings)
-    except GraphNotFound as exc:
-        fail(str(exc), USAGE_ERROR)
-    except OSError as exc:
-        fail(f"cannot read graph {ref!r}: {exc.strerror or exc}", USAGE_ERROR)
-    except GraphValidationError as exc:  # unreadable text: too large, not UTF-8
-        graph, report = None, ValidationReport(errors=exc.issues, file=exc.source)
+    graph, report = inspected(ref, settings)
     if graph is not None:
         return graph.spec
     spec = _as_written(ref, report)
-    count = plural(len(report.errors), "error")
     if spec is None:
-        for issue in report.errors:
-            print_error(issue.render())
-        fail(f"graph {ref!r} is invalid ({count})", USAGE_ERROR)
+        refuse_invalid(ref, report)
+    count = plural(len(report.errors), "error")
     click.echo(f"warning: graph {ref!r} has {count} (graphrunner validate): drawn as written", err=True)
     return spec
 

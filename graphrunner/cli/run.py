@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from graphrunner.cli.common import (
     USAGE_ERROR,
+    capability_option,
+    chosen,
     fail,
     input_options,
     load_settings,
     merge_inputs,
     open_graph,
-    print_json,
+    traceback_option,
 )
 from graphrunner.cli.connect import reported_errors
-from graphrunner.cli.progress import format_step
+from graphrunner.cli.progress import progress_line
+from graphrunner.cli.result import print_settled
 from graphrunner.cli.signals import cancelled_on_signals, exit_code, exit_on_signals, how_stopped
 from graphrunner.errors import (
     GraphNotFound,
@@ -38,38 +40,7 @@ if TYPE_CHECKING:
     from graphrunner.results import RunResult
     from graphrunner.runner.local import StepObserver
 
-F = TypeVar("F", bound=Callable[..., Any])
 STEP_LOGGERS = ("graphrunner.worker.steps",)  # a worker's failed steps (cluster.executor)
-
-
-def capability_option(func: F) -> F:
-    """Add `--capability PATTERN` (repeatable, as `capabilities`)."""
-    return click.option(
-        "--capability",
-        "capabilities",
-        multiple=True,
-        metavar="PATTERN",
-        help="A capability of the run: an fnmatch pattern over tool:NAME, tool:python:MODULE.FN or "
-        "graph:ID, or in Rye's format rye.execute.tool.DOTTED.ID. Repeatable; without it the run gets "
-        "GRAPHRUNNER_DEFAULT_CAPABILITIES, which when unset is the pure built-ins (tool:echo, tool:fail, "
-        "tool:sleep) for a run on a cluster and '*' for a local run (--in-process, or the embedded Redis "
-        "of `run` without GRAPHRUNNER_REDIS_URL): see docs/security.md.",
-    )(func)
-
-
-def traceback_option(func: F) -> F:
-    """Add `--traceback` (as `tracebacks`)."""
-    return click.option(
-        "--traceback",
-        "tracebacks",
-        is_flag=True,
-        help="Print the traceback of each failed step (a Python tool's exception) under its progress line.",
-    )(func)
-
-
-def chosen(capabilities: Sequence[str]) -> list[str] | None:
-    """The `--capability` patterns given, or None for the deployment's default."""
-    return list(capabilities) or None
 
 
 @click.command("run")
@@ -145,15 +116,6 @@ def run(
                 tracebacks=tracebacks,
             )
     print_settled(result, as_json)
-
-
-def print_settled(result: RunResult, as_json: bool) -> NoReturn:
-    """Print a settled run's result (JSON or a summary) and exit 0 when it went well, else 1."""
-    if as_json:
-        print_json(result.to_dict())
-    else:
-        click.echo(human_summary(result))
-    raise click.exceptions.Exit(0 if result.ok else 1)
 
 
 def run_on_cluster(
@@ -278,50 +240,3 @@ def progress_printer(tracebacks: bool = False) -> StepObserver:
         click.echo(progress_line(label(snapshot), record, tracebacks), err=True)
 
     return observe
-
-
-def progress_line(graph_id: str, record: Mapping[str, Any], tracebacks: bool = False) -> str:
-    """The progress line of a transcript record; with `tracebacks`, its error's traceback under it."""
-    line = format_step(graph_id, record)
-    error = record.get("error")
-    if tracebacks and isinstance(error, Mapping) and error.get("traceback"):
-        line += "\n" + indented(str(error["traceback"]))
-    return line
-
-
-def indented(text: str, prefix: str = "    ") -> str:
-    """`text` with every line indented by `prefix`."""
-    return "\n".join(prefix + line for line in text.splitlines())
-
-
-def human_summary(result: RunResult) -> str:
-    """A few lines for people: status, output as JSON, path, and the error if any."""
-    lines = [
-        f"status: {result.status}",
-        f"run: {result.run_id}",
-        f"output: {json.dumps(result.output, indent=2, default=str, ensure_ascii=False)}",
-        f"path: {' -> '.join(result.path) or '(none)'}",
-    ]
-    if result.errors_suppressed:
-        lines.append(f"suppressed errors: {result.errors_suppressed}")
-    lines += outcome_lines(result)
-    return "\n".join(lines)
-
-
-def outcome_lines(result: RunResult) -> list[str]:
-    """A paused run's `message:`; a failed run's `error:` and the traceback of that error, if any."""
-    lines = []
-    if result.status == "paused":
-        lines.append(f"message: {result.message}" if result.message else "message: (none)")
-    if result.error:
-        lines.append(f"error: {describe_error(result.error)}")
-        if result.error.get("traceback"):
-            lines.append(indented(str(result.error["traceback"]), "  "))
-    return lines
-
-
-def describe_error(error: Mapping[str, Any]) -> str:
-    """`node_exception at node 'a' (step 1): kaboom`."""
-    where = f" at node {error['node']!r}" if error.get("node") else ""
-    step = f" (step {error['step']})" if error.get("step") else ""
-    return f"{error.get('type', 'error')}{where}{step}: {error.get('message', '')}"

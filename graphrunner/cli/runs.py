@@ -10,26 +10,22 @@ import click
 
 from graphrunner.cli.common import (
     USAGE_ERROR,
+    capability_option,
+    chosen,
     fail,
     input_options,
+    iso_time,
     json_object,
     merge_inputs,
     open_graph,
     plural,
     print_json,
+    traceback_option,
 )
 from graphrunner.cli.connect import cluster_client, cluster_settings, reported_errors
 from graphrunner.cli.consumers import no_worker_warning
-from graphrunner.cli.progress import json_line
-from graphrunner.cli.run import (
-    capability_option,
-    chosen,
-    outcome_lines,
-    print_settled,
-    progress_line,
-    traceback_option,
-)
-from graphrunner.cli.runs_list import iso_time
+from graphrunner.cli.progress import json_line, progress_line
+from graphrunner.cli.result import outcome_lines, print_settled
 from graphrunner.errors import WaitTimeout
 
 if TYPE_CHECKING:  # imported when used: Celery and redis-py are not needed for --help or validate
@@ -186,7 +182,7 @@ def watch(run_id: str, timeout: float | None, as_json: bool, tracebacks: bool) -
 
     Exits 0 when the run completed, 1 when it failed, was cancelled, paused or --timeout ran out.
     """
-    from graphrunner.streaming import ResultEvent, StepEvent
+    from graphrunner.streaming import RecordEvent, ResultEvent
 
     with reported_errors(), cluster_client() as client:
         handle = client.run(run_id)
@@ -195,7 +191,7 @@ def watch(run_id: str, timeout: float | None, as_json: bool, tracebacks: bool) -
             for event in handle.stream("updates", timeout):
                 if as_json:
                     click.echo(json_line(event.to_dict()))
-                elif isinstance(event, StepEvent):
+                elif isinstance(event, RecordEvent):
                     click.echo(progress_line(graph_id, event.record, tracebacks))
     assert isinstance(event, ResultEvent)  # a stream's last event
     result = event.result

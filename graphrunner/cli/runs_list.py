@@ -13,18 +13,18 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from graphrunner.cli.common import USAGE_ERROR, fail, print_json
+from graphrunner.cli.common import USAGE_ERROR, fail, iso_time, print_json
 from graphrunner.cli.connect import cluster_client, reported_errors
 from graphrunner.errors import InvalidRunQuery
+from graphrunner.run_status import STATUSES
 
 if TYPE_CHECKING:  # imported when used: redis-py is not needed for --help
     from graphrunner.store import RunPage, RunSummary
 
-# Copies, checked by a unit test, of graphrunner.store.query.MAX_LIMIT and the values of
-# graphrunner.engine.RunStatus: importing those modules for the options of `list` would
-# bring redis-py and the graph model into every command, `graphrunner --help` included.
+# A copy, checked by a unit test, of graphrunner.store.query.MAX_LIMIT: importing the store
+# for the options of `list` would bring redis-py and the graph model into every command,
+# `graphrunner --help` included.
 MAX_LIMIT = 1000
-STATUSES = ("pending", "running", "paused", "completed", "completed_with_errors", "failed", "cancelled")
 
 COLUMNS = ("RUN_ID", "GRAPH", "STATUS", "STEPS", "CREATED")
 AGO = re.compile(r"^(\d+)([smhdw])$")
@@ -97,7 +97,7 @@ def list_runs(
         except InvalidRunQuery as exc:
             fail(str(exc), USAGE_ERROR)
     if as_json:
-        print_json([summary_dict(r) for r in page.runs])
+        print_json([r.to_dict(iso_time) for r in page.runs])
     elif page.runs:
         click.echo(table([COLUMNS, *(row(r) for r in page.runs)]))
     else:
@@ -132,18 +132,6 @@ def next_page(
     return shlex.join(args)
 
 
-def summary_dict(run: RunSummary) -> dict[str, Any]:
-    """One run of `list --json`: ids, status, step count and ISO times."""
-    return {
-        "run_id": run.run_id,
-        "graph_id": run.graph_id,
-        "status": run.status,
-        "step_count": run.step,
-        "created_at": iso_time(run.created_at),
-        "updated_at": iso_time(run.updated_at),
-    }
-
-
 def row(run: RunSummary) -> tuple[str, ...]:
     """The table cells of one run."""
     return (run.run_id, run.graph_id, run.status, str(run.step), iso_time(run.created_at))
@@ -153,8 +141,3 @@ def table(rows: list[tuple[str, ...]]) -> str:
     """Rows as left-aligned columns two spaces apart."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
-
-
-def iso_time(ms: int) -> str:
-    """Epoch milliseconds as ISO 8601 UTC, to the second: `2024-05-01T12:00:00Z`."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

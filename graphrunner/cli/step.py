@@ -19,7 +19,7 @@ from graphrunner.cli.common import (
     print_json,
 )
 from graphrunner.cli.progress import format_step
-from graphrunner.cli.run import describe_error
+from graphrunner.cli.result import describe_error
 from graphrunner.errors import (
     GraphNotFound,
     GraphrunnerError,
@@ -110,6 +110,6 @@ def human_report(report: StepReport) -> str:
         f"next node: {report.next_node or '(none)'}",
         f"state: {json.dumps(report.state, indent=2, default=str, ensure_ascii=False)}",
     ]
-    if report.error:
+    if report.error is not None:
         lines.append(f"error: {describe_error(report.error)}")
     return "\n".join(lines)

@@ -9,13 +9,10 @@ from typing import Any
 
 import click
 
-from graphrunner.cli.common import USAGE_ERROR, fail
+from graphrunner.cli.common import OWN_HELP, USAGE_ERROR, fail
 from graphrunner.cli.connect import server_settings
 from graphrunner.errors import ConfigurationError
 from graphrunner.settings import Settings
-
-PASS_THROUGH = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["--help"]}
-OWN_HELP = {"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []}
 
 
 @click.command("worker", context_settings=OWN_HELP)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from graphrunner.engine import RunStatus
 from graphrunner.errors import InvalidRunQuery
@@ -27,6 +28,18 @@ class RunSummary:
     step: int
     created_at: int
     updated_at: int
+
+    def to_dict(self, time: Callable[[int], Any] = int) -> dict[str, Any]:
+        """The run in a JSON list of runs (the explorer's `/api/runs`, `graphrunner list --json`):
+        ids, status, step count, and its times in epoch ms or as `time` writes them."""
+        return {
+            "run_id": self.run_id,
+            "graph_id": self.graph_id,
+            "status": self.status,
+            "step_count": self.step,
+            "created_at": time(self.created_at),
+            "updated_at": time(self.updated_at),
+        }
 
 
 @dataclass(frozen=True)

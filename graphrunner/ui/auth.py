@@ -9,11 +9,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
-from graphrunner.basic_auth import is_loopback_ip, matching_user
+from graphrunner.basic_auth import Refusal, matching_user, refusal, split_logins
 from graphrunner.placeholders import placeholder_problem
 from graphrunner.ui.logins import Login, UiAuthError
 
 __all__ = ["UiAuthError", "basic_user", "check_address", "parse_users", "public_origins"]
+
+REFUSED = {
+    Refusal.BOTH: "give either --basic-auth/--users or --no-auth, not both",
+    Refusal.NO_LOGIN: "the run explorer needs authentication: give --basic-auth=user:password or "
+    "--users=FILE, or --no-auth to serve without it on 127.0.0.1 only",
+    Refusal.NOT_LOOPBACK: "--no-auth serves the run explorer on a loopback IP address only (127.0.0.1, "
+    "::1), not on --address={address}: give --basic-auth=user:password to serve it there",
+}
 
 
 def parse_users(values: Iterable[str]) -> dict[str, Login]:
@@ -21,17 +29,12 @@ def parse_users(values: Iterable[str]) -> dict[str, Login]:
     no capabilities beyond the pure built-ins. Raises `UiAuthError` for a malformed entry or a
     placeholder password."""
     users: dict[str, Login] = {}
-    for value in values:
-        for credential in value.split(","):
-            user, sep, password = credential.strip().partition(":")
-            if not (sep and user and password):
-                raise UiAuthError(f"--basic-auth entry {user or credential!r} is not user:password")
-            problem = placeholder_problem(
-                f"--basic-auth (GRAPHRUNNER_UI_BASIC_AUTH) user {user!r}", [password]
-            )
-            if problem is not None:
-                raise UiAuthError(problem)
-            users[user] = Login(password.encode())
+    entries = (credential.strip() for value in values for credential in value.split(","))
+    for user, password in split_logins(entries, "--basic-auth", UiAuthError):
+        problem = placeholder_problem(f"--basic-auth (GRAPHRUNNER_UI_BASIC_AUTH) user {user!r}", [password])
+        if problem is not None:
+            raise UiAuthError(problem)
+        users[user] = Login(password.encode())
     return users
 
 
@@ -45,20 +48,9 @@ def merge_users(flags: Mapping[str, Login], file: Mapping[str, Login]) -> dict[s
 
 def check_address(address: str, *, users: Mapping[str, Login], no_auth: bool) -> None:
     """Raise `UiAuthError` unless there are users, or `no_auth` on a loopback IP `address`."""
-    if users:
-        if no_auth:
-            raise UiAuthError("give either --basic-auth/--users or --no-auth, not both")
-        return
-    if not no_auth:
-        raise UiAuthError(
-            "the run explorer needs authentication: give --basic-auth=user:password or --users=FILE, "
-            "or --no-auth to serve without it on 127.0.0.1 only"
-        )
-    if not is_loopback_ip(address):
-        raise UiAuthError(
-            f"--no-auth serves the run explorer on a loopback IP address only (127.0.0.1, ::1), "
-            f"not on --address={address}: give --basic-auth=user:password to serve it there"
-        )
+    refused = refusal(logins=bool(users), no_auth=no_auth, address=address)
+    if refused is not None:
+        raise UiAuthError(REFUSED[refused].format(address=address))
 
 
 def basic_user(header: str | None, users: Mapping[str, Login]) -> str | None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-STATUSES = ["pending", "running", "paused", "completed", "completed_with_errors", "failed", "cancelled"]
+from graphrunner.run_status import STATUSES
+
 RUN_ID = {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}
 ERROR = {
     "type": "object",

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from graphrunner.cluster.runs.ids import check_run_id
 from graphrunner.errors import GraphNotFound, InvalidRunQuery, RunNotFound
+from graphrunner.services.records import parse
 from graphrunner.ui.permits import check_grants, run_capabilities
-from graphrunner.ui.views import capped, run_view, steps_view, summary_view, version_view
+from graphrunner.ui.views import capped, run_view, steps_view, version_view
 
 if TYPE_CHECKING:
     from graphrunner.client import Client
@@ -48,7 +49,7 @@ def runs_page(client: Client, args: Mapping[str, str]) -> dict[str, Any]:
         until=_time(args, "until"),
         cursor=args.get("cursor") or None,
     )
-    return {"runs": [summary_view(r) for r in page.runs], "next_cursor": page.next_cursor}
+    return {"runs": [r.to_dict() for r in page.runs], "next_cursor": page.next_cursor}
 
 
 def snapshot(client: Client, run_id: str) -> RunSnapshot:
@@ -70,7 +71,7 @@ def steps_json(client: Client, run_id: str, args: Mapping[str, str]) -> dict[str
     if not 1 <= limit <= MAX_STEPS_PAGE:
         raise InvalidRunQuery(f"limit must be 1-{MAX_STEPS_PAGE}, got {limit}")
     entries = client.store.steps(snap.run_id, args.get("after") or "-", count=limit + 1)
-    return steps_view([(e.id, e.record) for e in entries], limit)
+    return steps_view([(e.id, parse(e.record)) for e in entries], limit)
 
 
 def full_state(client: Client, run_id: str, key: str | None) -> Any:
@@ -126,7 +127,7 @@ def graph_json(client: Client, graph_id: str, drawn: bool = False) -> dict[str, 
         "graph_id": graph_id,
         "versions": list(versions.values()),
         "versions_drawn": VERSIONS_DRAWN if drawn else 0,
-        "runs": [summary_view(r) for r in page.runs[:20]],
+        "runs": [r.to_dict() for r in page.runs[:20]],
     }
 
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphrunner.engine import RunSnapshot
-from graphrunner.store import GraphVersion, RunSummary
+from graphrunner.store import GraphVersion
+
+if TYPE_CHECKING:
+    from graphrunner.services.records import AnyRecord
 
 VALUE_CHARS = 4000  # a value's JSON longer than this is shown as a preview
 PREVIEW_CHARS = 400
@@ -57,11 +60,11 @@ def run_view(snap: RunSnapshot, fields: Mapping[str, str], graph_stored: bool) -
         "path": list(snap.path[-MAX_LISTED:]),
         "path_length": len(snap.path),
         "message": snap.pause_message if snap.status.value == "paused" else None,
-        "error": _error(snap.error),
-        "errors": [_error(e) for e in snap.errors[:MAX_LISTED]],
+        "error": _error(snap.error.to_dict() if snap.error is not None else None),
+        "errors": [_error(e.model_dump(mode="json")) for e in snap.errors[:MAX_LISTED]],
         "errors_total": len(snap.errors),
-        "wait": snap.wait,
-        "parent": snap.parent,
+        "wait": snap.wait.model_dump(mode="json") if snap.wait is not None else None,
+        "parent": snap.parent.model_dump(mode="json") if snap.parent is not None else None,
         "children": list(snap.children[:MAX_LISTED]),
         "children_total": len(snap.children),
         "concurrency_key": snap.concurrency_key,
@@ -70,18 +73,6 @@ def run_view(snap: RunSnapshot, fields: Mapping[str, str], graph_stored: bool) -
         "output": capped(snap.output),
         "state": state,
         "state_cap": state_cap,
-    }
-
-
-def summary_view(run: RunSummary) -> dict[str, Any]:
-    """A listed run."""
-    return {
-        "run_id": run.run_id,
-        "graph_id": run.graph_id,
-        "status": run.status,
-        "step_count": run.step,
-        "created_at": run.created_at,
-        "updated_at": run.updated_at,
     }
 
 
@@ -106,17 +97,18 @@ def version_view(version: GraphVersion | None, content_hash: str = "") -> dict[s
     }
 
 
-def step_view(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A transcript record with its carried values capped and its traceback bounded."""
-    view = {k: v for k, v in record.items() if k != "changed_values"}
-    values = record.get("changed_values")
+def step_view(record: AnyRecord) -> dict[str, Any]:
+    """A transcript record as stored (its JSON form), its carried values capped and its
+    traceback bounded."""
+    view = record.to_dict()
+    values = view.get("changed_values")
     if isinstance(values, Mapping):
         view["changed_values"] = capped_map(values)[0]
-    view["error"] = _error(record.get("error"))
+    view["error"] = _error(view.get("error"))
     return view
 
 
-def steps_view(records: Sequence[tuple[str, Mapping[str, Any]]], limit: int) -> dict[str, Any]:
+def steps_view(records: Sequence[tuple[str, AnyRecord]], limit: int) -> dict[str, Any]:
     """A page of transcript records `(stream id, record)` and the id to read the next page after."""
     steps = [{"id": entry_id, **step_view(record)} for entry_id, record in records[:limit]]
     more = len(records) > limit
