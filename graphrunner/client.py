@@ -6,7 +6,6 @@ never runs a step (no executor, no worker machinery is built here).
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -19,32 +18,18 @@ from graphrunner.cluster.runs.context import Cluster
 from graphrunner.cluster.runs.ids import check_concurrency_key, check_run_id, fingerprint
 from graphrunner.cluster.worker import sweeper
 from graphrunner.cluster.worker.sweeper import SweepReport
-from graphrunner.engine import RunSnapshot, RunStatus
+from graphrunner.engine import RunSnapshot
 from graphrunner.errors import CancelError as CancelError  # re-exported for users
-from graphrunner.errors import GraphrunnerError, RunConflict, RunNotFound, WaitTimeout
+from graphrunner.errors import GraphrunnerError, RunConflict
 from graphrunner.errors import RunRefused as RunRefused
 from graphrunner.graph import Graph
 from graphrunner.loading import load_graph
 from graphrunner.results import RunResult
 from graphrunner.runner.single import StepReport, single_step_sync
 from graphrunner.settings import Settings
-from graphrunner.store import RunPage, RunQuery, RunSummary, StepEntry
+from graphrunner.store import RunPage, RunQuery, RunSummary
 from graphrunner.store.query import TimeBound
-from graphrunner.streaming import Fold, ResultEvent, StateEvent, StepEvent, StreamEvent, carried, check_mode
-
-WAIT_SLICE_MS = 1000
-PIN_TRIES = 20  # mode `values` reads the state between two commits of a busy run this often
-SETTLED = {RunStatus.PAUSED} | set(engine.RunStatus) - {RunStatus.PENDING, RunStatus.RUNNING}
-MOVING = {"ok", "retry", "sleeping", "swept", "admitted"}  # transcript records after which a run goes on
-WAITS = {  # what a suspended step waits for, by its wait's kind
-    "retry": "a retry backoff",
-    "timer": "a durable timer (a sleep or a poll)",
-    "restart": "its step to start again",
-    "foreach": "its foreach items",
-    "items": "its foreach items",
-    "child": "its child run",
-    "kids": "its child runs (branches or foreach children)",
-}
+from graphrunner.streaming import StreamEvent, TranscriptStream, check_mode, load_run
 
 
 class Client:
@@ -258,10 +243,7 @@ class RunHandle:
 
     def snapshot(self) -> RunSnapshot:
         """The run's current snapshot; raises `RunNotFound`."""
-        snap = self.client.store.load_run(self.id, with_path=True)
-        if snap is None:
-            raise RunNotFound(f"no run with id {self.id!r}")
-        return snap
+        return load_run(self.client.store, self.id, with_path=True)
 
     def status(self) -> str:
         """The run's status: pending, running, paused, completed, ..."""
@@ -285,114 +267,28 @@ class RunHandle:
         Blocks on the run's transcript stream; the run's status is read only at the start,
         after a record that may have ended it, and when nothing came for a second.
         """
-        for batch in self._batches("0-0", timeout):
+        for batch in self._transcript().batches("0-0", timeout):
             for entry in batch:
                 yield entry.record
 
     def stream(self, mode: str = "updates", timeout: float | None = None) -> Iterator[StreamEvent]:
         """Yield the run's events as they commit, until it finishes or pauses; then its result.
 
-        `updates`: a `StepEvent` per transcript record, past and new, with the new values of
+        `updates`: a `RecordEvent` per transcript record, past and new, with the new values of
         the keys it changed. `values`: a `StateEvent` (the state now: earlier records are not
-        replayed), then a `StepEvent` per new record with the whole state after it. The last
+        replayed), then a `RecordEvent` per new record with the whole state after it. The last
         event is a `ResultEvent` (the `RunResult` of `wait`). The state is folded from the
         values the records carry; it is read only for a value too large to be carried (one
         read, while the stream keeps up with the run). `timeout` as `wait`'s (`WaitTimeout`).
         Treat the mappings the events hold as read-only: later events share their values.
         """
-        return self._stream(check_mode(mode) == "values", timeout)
+        return self._transcript().events(check_mode(mode) == "values", timeout)
 
-    def _stream(self, values: bool, timeout: float | None) -> Iterator[StreamEvent]:
-        """`stream`, its mode checked: `values` or `updates`."""
-        records: list[dict[str, Any]] = []
-        after, fold = "0-0", None
-        if values:
-            after, start = self._pin(records)
-            fold = Fold(None if start is None else dict(start.state))
-            if start is not None:
-                yield StateEvent.of(start)
-        for batch in self._batches(after, timeout):
-            for i, entry in enumerate(batch):
-                records.append(entry.record)
-                yield self._event(entry, at_head=i == len(batch) - 1, fold=fold)
-        yield ResultEvent(RunResult.from_snapshot(self.snapshot(), records))
-
-    def _event(self, entry: StepEntry, at_head: bool, fold: Fold | None) -> StepEvent:
-        """The event of one record; a value it lacks is read when no record came after it."""
-        updates, omitted = carried(entry.record)
-        read = None
-        if at_head and (omitted or (fold is not None and fold.base is None)):
-            read = self._state_after(entry.id)
-        if read is not None and omitted:
-            updates |= {k: read.state[k] for k in omitted if k in read.state}
-            omitted = tuple(k for k in omitted if k not in read.state)
-        state = fold.after(updates, omitted, read) if fold is not None else None
-        return StepEvent.of(self.id, entry.record, updates, omitted, state)
-
-    def _pin(self, records: list[dict[str, Any]]) -> tuple[str, RunSnapshot | None]:
-        """The id of the run's last record and the run right after it, for mode `values`
-        (the records up to it go to `records`); None for the run when it moved on every time."""
-        after, snap = "0-0", None
-        for _ in range(PIN_TRIES):
-            entries = self.client.store.steps(self.id, after)
-            records += [e.record for e in entries]
-            after = entries[-1].id if entries else after
-            snap = self._state_after(after)
-            if snap is not None:
-                return after, snap
-        return after, None
-
-    def _state_after(self, entry_id: str) -> RunSnapshot | None:
-        """The run as it was right after transcript record `entry_id` (`0-0`: before any), or
-        None when a record was committed after it (a commit writes its state and records at once)."""
-        snap = self.client.store.load_run(self.id)
-        if snap is None:
-            raise RunNotFound(f"no run with id {self.id!r}")
-        return None if self.client.store.steps(self.id, entry_id, count=1) else snap
-
-    def _batches(self, after: str, timeout: float | None) -> Iterator[list[StepEntry]]:
-        """The transcript entries after stream id `after`, as they are committed, until the run
-        settles: each batch is what one read found; `WaitTimeout` after `timeout` seconds."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        last, look = after, True
-        while True:
-            if look and self._settled():
-                rest = self.client.store.steps(self.id, last)
-                if rest:
-                    yield rest
-                return
-            entries = self.client.store.wait_steps(self.id, last, _slice(deadline))
-            if entries:
-                last = entries[-1].id
-                yield entries
-            look = not entries or any(e.record.get("status") not in MOVING for e in entries)
-            if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout(f"run {self.id} did not finish within {timeout:g}s; {self._where()}")
-
-    def _where(self) -> str:
-        """Where the run is, for a wait that timed out: status, step, node and what it waits for."""
-        snap = self.client.store.load_run(self.id)
-        if snap is None:
-            return "it no longer exists"
-        where = f"it is {snap.status.value} at step {snap.step + 1}"
-        where += f" (node '{snap.node}')" if snap.node else ""
-        kind = (snap.wait or {}).get("kind")
-        return where + (f", waiting on {WAITS.get(kind, kind)}" if kind else "")
-
-    def _settled(self) -> bool:
-        """The run has finished or paused; raises `RunNotFound`."""
-        status = self.client.store.status_of(self.id)
-        if status is None:
-            raise RunNotFound(f"no run with id {self.id!r}")
-        return RunStatus(status) in SETTLED
+    def _transcript(self) -> TranscriptStream:
+        """The run's transcript, to follow (graphrunner/streaming.py)."""
+        return TranscriptStream(self.client.store, self.id)
 
     def wait(self, timeout: float | None = None) -> RunResult:
         """Block until the run finishes or pauses (following its transcript, not polling)."""
         records = list(self.follow(timeout))
         return RunResult.from_snapshot(self.snapshot(), records)
-
-
-def _slice(deadline: float | None) -> int:
-    if deadline is None:
-        return WAIT_SLICE_MS
-    return max(1, min(WAIT_SLICE_MS, int((deadline - time.monotonic()) * 1000)))

@@ -2,7 +2,7 @@
 state size limit, JSON-encoded as the store writes it.
 
 Inputs, the initial state and a resume's state patch are checked where they enter a run
-(`check_size`); during the run each step's new state is checked by `state_problem`.
+(`check_size`); during the run each step's new state is checked by `check_step_state`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from graphrunner.errors import LimitExceeded, StateValidationError
@@ -37,21 +38,49 @@ def over_limit(value: Mapping[str, Any], limit: int | None) -> int | None:
     return size if size > limit else None
 
 
-def state_problem(state: Mapping[str, Any], limit: int | None) -> str | None:
-    """Why the state after a step cannot be kept ("would make the state ..."), or None.
+@dataclass(frozen=True)
+class StateCheck:
+    """The verdict on the state after a step: why it cannot be kept ("would make the state ...";
+    None: it can), and the size as JSON of each changed value (None: nothing was encoded)."""
 
-    Without a limit nothing is checked; with one the state is encoded, which also finds a
-    state nested too deeply to encode (about 1,000 levels, Python's recursion limit).
+    problem: str | None = None
+    sizes: dict[str, int] | None = None
+
+
+def check_step_state(
+    state: Mapping[str, Any], limit: int | None, changed: Collection[str] = ()
+) -> StateCheck:
+    """Check the state after a step against `limit` bytes as JSON.
+
+    Without a limit nothing is checked; with one the state is encoded, the `changed` values
+    each on their own (their sizes are kept for the step's record), which also finds a state
+    nested too deeply to encode (about 1,000 levels, Python's recursion limit).
     """
+    if limit is None:
+        return StateCheck()
     try:
-        size = over_limit(state, limit)
+        sizes = {key: encoded_size(state[key]) for key in changed if key in state}
+        size = _size_with(state, sizes)
     except RecursionError:
-        return "would make the state too deeply nested to encode as JSON"
+        return StateCheck("would make the state too deeply nested to encode as JSON")
     except (TypeError, ValueError) as exc:
-        return f"would make the state impossible to encode as JSON ({exc})"
-    if size is None:
-        return None
-    return f"would make the state {size} bytes as JSON, over the limit of {limit} bytes ({SETTING})"
+        return StateCheck(f"would make the state impossible to encode as JSON ({exc})")
+    if size > limit:
+        return StateCheck(
+            f"would make the state {size} bytes as JSON, over the limit of {limit} bytes ({SETTING})"
+        )
+    return StateCheck(sizes=sizes)
+
+
+def _size_with(state: Mapping[str, Any], sizes: dict[str, int]) -> int:
+    """The size of `state` as JSON (`encoded_size`), the values of `sizes` already measured."""
+    if not sizes:
+        return encoded_size(state)
+    rest = {key: value for key, value in state.items() if key not in sizes}
+    members = sum(len(json.dumps(key)) + 2 + size for key, size in sizes.items())  # `"key": value`
+    if not rest:
+        return 2 + members + 2 * (len(sizes) - 1)  # `{` `}` and the `, ` between members
+    return encoded_size(rest) + members + 2 * len(sizes)  # a `, ` before each
 
 
 def check_size(value: Mapping[str, Any], limit: int | None, what: str) -> None:

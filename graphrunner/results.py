@@ -5,14 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from graphrunner.engine import RunSnapshot, RunStatus
+from graphrunner.engine import RunFailure, RunSnapshot, RunStatus, ToleratedError
 from graphrunner.errors import RUN_ERROR_CLASSES, NodeError, ReducerError, RunError
 
 
 @dataclass(frozen=True)
 class RunResult:
     """The fields of DESIGN §5, plus the transcript and the final snapshot; `message` is the pause
-    node's message while the run is paused (None otherwise)."""
+    node's message while the run is paused (None otherwise).
+
+    `error` is why a failed run failed, a `RunFailure` (`error.type`, `error.message`,
+    `error.node`, `error.step`, `error.traceback`, ...; None unless the run failed), and
+    `errors` the errors a run went on past (`ToleratedError`: `step`, `node`, `error`). Their
+    JSON form is `error.to_dict()`, and `to_dict()` gives the whole result as JSON data.
+    """
 
     run_id: str
     graph_id: str
@@ -22,8 +28,8 @@ class RunResult:
     path: list[str]
     step_count: int
     errors_suppressed: int
-    errors: list[dict[str, Any]]
-    error: dict[str, Any] | None
+    errors: list[ToleratedError]
+    error: RunFailure | None
     message: str | None = None
     steps: list[dict[str, Any]] = field(default_factory=list, repr=False)
     snapshot: RunSnapshot | None = field(default=None, repr=False, compare=False)
@@ -46,7 +52,7 @@ class RunResult:
             path=list(snap.path),
             step_count=snap.step,
             errors_suppressed=len(snap.errors),
-            errors=[dict(e) for e in snap.errors],
+            errors=list(snap.errors),
             error=snap.error,
             message=snap.pause_message if snap.status is RunStatus.PAUSED else None,
             steps=steps or [],
@@ -70,8 +76,8 @@ class RunResult:
             "step_count": self.step_count,
             "path": self.path,
             "errors_suppressed": self.errors_suppressed,
-            "errors": self.errors,
-            "error": self.error,
+            "errors": [e.model_dump(mode="json") for e in self.errors],
+            "error": self.error.to_dict() if self.error is not None else None,
         }
         if self.message is not None:
             result["message"] = self.message
@@ -81,7 +87,7 @@ class RunResult:
         """Raise the run's error (`NodeError`, `ReducerError`, ...) with its state; else self."""
         if self.status != "failed" or self.error is None:
             return self
-        cls = RUN_ERROR_CLASSES.get(self.error.get("type", ""), NodeError)
+        cls = RUN_ERROR_CLASSES.get(self.error.type, NodeError)
         if self.exception is not None and isinstance(self.exception, cls):
             raise self.exception
         raise _rebuild(cls, self) from self.exception  # e.g. a denied action: PermissionDenied
@@ -89,13 +95,9 @@ class RunResult:
 
 def _rebuild(cls: type[RunError], result: RunResult) -> RunError:
     """The typed error of a failed result that no longer holds its exception object."""
-    error = result.error or {}
-    kwargs: dict[str, Any] = {"node": error.get("node"), "step": error.get("step"), "state": result.state}
+    error = result.error
+    assert error is not None  # only a failed result with an error is rebuilt
+    kwargs: dict[str, Any] = {"node": error.node, "step": error.step, "state": result.state}
     if issubclass(cls, ReducerError):
-        return cls(
-            error.get("message", ""),
-            field=error.get("field", "?"),
-            reducer=error.get("reducer", "?"),
-            **kwargs,
-        )
-    return cls(error.get("message", ""), category=error.get("type"), **kwargs)
+        return cls(error.message, field=error.field or "?", reducer=error.reducer or "?", **kwargs)
+    return cls(error.message, category=error.type, **kwargs)

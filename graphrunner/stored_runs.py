@@ -7,14 +7,15 @@ the caller is drawn only when that version is no longer in the store.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from graphrunner.errors import GraphNotFound, GraphValidationError
 from graphrunner.loading import parse_spec
 from graphrunner.model import GraphSpec
 from graphrunner.render.trace import MAX_RECORDS, RunTrace
+from graphrunner.services.records import AnyRecord, parse
 
 if TYPE_CHECKING:
     from graphrunner.client import Client
@@ -82,13 +83,13 @@ def stored_spec(store: Store, snap: RunSnapshot) -> GraphSpec | None:
         ) from None
 
 
-def transcript(store: Store, run_id: str) -> Iterator[Mapping[str, Any]]:
+def transcript(store: Store, run_id: str) -> Iterator[AnyRecord]:
     """A run's transcript records, read a page at a time as they are consumed."""
     after = "-"
     while True:
         entries = store.steps(run_id, after, count=PAGE)
         for entry in entries:
-            yield entry.record
+            yield parse(entry.record)
         if len(entries) < PAGE:
             return
         after = entries[-1].id

@@ -1,38 +1,64 @@
 """Stream events: a run's transcript records as typed events as they commit, then its result.
 
 Two modes, as LangGraph's `stream_mode`:
-- `updates`: one `StepEvent` per transcript record (a step taken, or what happened around one:
-  a retry, a sleep, a cancel, a resume), with the new values of the keys it changed;
-- `values`: first a `StateEvent`, the state as the stream found it, then `StepEvent`s that
+- `updates`: one `RecordEvent` per transcript record (a step taken, or what happened around
+  one: a retry, a sleep, a cancel, a resume), with the new values of the keys it changed;
+- `values`: first a `StateEvent`, the state as the stream found it, then `RecordEvent`s that
   also carry the whole state after their record.
 Both end with a `ResultEvent`. A step record carries the new values of its changed keys
 (`changed_values`, up to a size): the state is folded from them, not read per step.
+
+`TranscriptStream` follows a cluster run's transcript in its store (the client's `follow`,
+`wait` and `stream` are it); `Graph.stream` makes the same events in process
+(graphrunner/runner/stream.py). `RecordEvent` was called `StepEvent` until the engine's event
+of one step took that name; the old name still imports, with a `DeprecationWarning`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+import warnings
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from graphrunner.engine import RunSnapshot
-from graphrunner.errors import GraphrunnerError
+from graphrunner.engine import RunSnapshot, RunStatus
+from graphrunner.errors import GraphrunnerError, RunNotFound, WaitTimeout
 from graphrunner.results import RunResult
+from graphrunner.services.records import AnyRecord, StepRecord, changes, parse
+
+if TYPE_CHECKING:
+    from graphrunner.store.base import StepEntry, Store
 
 StreamMode = Literal["updates", "values"]
 MODES = ("updates", "values")
-CARRIED = ("changed_values", "values_omitted")  # record fields a StepEvent shows as updates, omitted
+CARRIED = ("changed_values", "values_omitted")  # record fields a RecordEvent shows as updates, omitted
+WAIT_SLICE_MS = 1000  # a follower blocks on the transcript this long, then reads the run's status
+PIN_TRIES = 20  # mode `values` reads the state between two commits of a busy run this often
+SETTLED = frozenset(RunStatus) - {RunStatus.PENDING, RunStatus.RUNNING}  # finished or paused
+# What a timed-out wait says a suspended step waits for, by its wait's kind: the one table of
+# the kinds outside the cluster (graphrunner/cluster/waits defines them); an unknown kind is named.
+WAITS = {
+    "retry": "a retry backoff",
+    "timer": "a durable timer (a sleep or a poll)",
+    "restart": "its step to start again",
+    "foreach": "its foreach items",
+    "items": "its foreach items",
+    "child": "its child run",
+    "kids": "its child runs (branches or foreach children)",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
-class StepEvent:
+class RecordEvent:
     """One transcript record: a step taken (`ok`, `error`, `end`, `paused`) or what happened
     around one (`retry`, `sleeping`, `cancelled`, `resumed`, `admitted`, `swept`).
 
     `updates` maps each changed key to its new value (after the reducers); a changed key whose
     value was too large for the record and could not be read at the step is in `omitted`.
     `state` is the whole state after the record (mode `values`; None in mode `updates`, or when
-    an omitted value could not be read). `record` is the transcript record as stored.
+    an omitted value could not be read). `record` is the transcript record as stored, and
+    `error` its error, both as JSON.
     """
 
     run_id: str
@@ -51,25 +77,25 @@ class StepEvent:
     def of(
         cls,
         run_id: str,
-        record: dict[str, Any],
+        record: AnyRecord,
         updates: Mapping[str, Any],
         omitted: tuple[str, ...] = (),
         state: dict[str, Any] | None = None,
-    ) -> StepEvent:
+    ) -> RecordEvent:
         """The event of transcript record `record`."""
-        duration = record.get("duration_ms")
+        shown = record.to_dict()
         return cls(
             run_id=run_id,
-            step=int(record.get("step") or 0),
-            node=record.get("node"),
-            status=str(record.get("status")),
-            duration_ms=float(duration) if isinstance(duration, int | float) else None,
-            changed_keys=tuple(record.get("changed_keys") or ()),
+            step=record.step,
+            node=record.node,
+            status=record.status,
+            duration_ms=record.duration_ms if isinstance(record, StepRecord) else None,
+            changed_keys=changes(record)[0],
             updates=updates,
             omitted=omitted,
-            error=record.get("error"),
+            error=shown.get("error"),  # as stored, whatever version wrote it
             state=state,
-            record=record,
+            record=shown,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,7 +142,16 @@ class ResultEvent:
         return {"event": "result", **self.result.to_dict()}
 
 
-StreamEvent = StepEvent | StateEvent | ResultEvent
+StreamEvent = RecordEvent | StateEvent | ResultEvent
+
+
+def __getattr__(name: str) -> Any:
+    """`StepEvent`: the old name of `RecordEvent`, deprecated."""
+    if name == "StepEvent":
+        message = "graphrunner.streaming.StepEvent is deprecated: it is now RecordEvent"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        return RecordEvent
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_mode(mode: str) -> StreamMode:
@@ -128,11 +163,9 @@ def check_mode(mode: str) -> StreamMode:
     raise GraphrunnerError(f"stream mode must be one of {', '.join(MODES)}, got {mode!r}")
 
 
-def carried(record: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+def carried(record: AnyRecord) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The new values a record carries for its changed keys, and the changed keys it lacks."""
-    values = record.get("changed_values")
-    values = dict(values) if isinstance(values, Mapping) else {}
-    keys = tuple(str(k) for k in record.get("changed_keys") or ())
+    keys, values = changes(record)
     return {k: values[k] for k in keys if k in values}, tuple(k for k in keys if k not in values)
 
 
@@ -157,3 +190,114 @@ class Fold:
         else:
             self.base = None
         return self.base
+
+
+def load_run(store: Store, run_id: str, with_path: bool = False) -> RunSnapshot:
+    """Run `run_id` as `store` holds it; raises `RunNotFound`."""
+    snap = store.load_run(run_id, with_path=with_path)
+    if snap is None:
+        raise RunNotFound(f"no run with id {run_id!r}")
+    return snap
+
+
+class TranscriptStream:
+    """A cluster run's transcript, followed in its store as it commits, until the run settles.
+
+    The run's status is read at the start, after a record it may have settled at (one that
+    does not `go_on`), and when nothing came for `WAIT_SLICE_MS`; its state only for a value
+    too large for its record, and to start mode `values`.
+    """
+
+    def __init__(self, store: Store, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+
+    def events(self, values: bool, timeout: float | None) -> Iterator[StreamEvent]:
+        """The run's events in mode `values` (or `updates`), then its result (see `RunHandle.stream`)."""
+        records: list[dict[str, Any]] = []
+        after, fold = "0-0", None
+        if values:
+            after, start = self._pin(records)
+            fold = Fold(None if start is None else dict(start.state))
+            if start is not None:
+                yield StateEvent.of(start)
+        for batch in self.batches(after, timeout):
+            for i, entry in enumerate(batch):
+                records.append(entry.record)
+                yield self._event(entry, at_head=i == len(batch) - 1, fold=fold)
+        yield ResultEvent(RunResult.from_snapshot(load_run(self.store, self.run_id, with_path=True), records))
+
+    def batches(self, after: str, timeout: float | None) -> Iterator[list[StepEntry]]:
+        """The transcript entries after stream id `after`, as they are committed, until the run
+        settles: each batch is what one read found; `WaitTimeout` after `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        last, look = after, True
+        while True:
+            if look and self._settled():
+                rest = self.store.steps(self.run_id, last)
+                if rest:
+                    yield rest
+                return
+            entries = self.store.wait_steps(self.run_id, last, _slice(deadline))
+            if entries:
+                last = entries[-1].id
+                yield entries
+            look = not entries or any(not parse(e.record).goes_on() for e in entries)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeout(f"run {self.run_id} did not finish within {timeout:g}s; {self._where()}")
+
+    def _event(self, entry: StepEntry, at_head: bool, fold: Fold | None) -> RecordEvent:
+        """The event of one record; a value it lacks is read when no record came after it."""
+        record = parse(entry.record)
+        updates, omitted = carried(record)
+        read = None
+        if at_head and (omitted or (fold is not None and fold.base is None)):
+            read = self._state_after(entry.id)
+        if read is not None and omitted:
+            updates |= {k: read.state[k] for k in omitted if k in read.state}
+            omitted = tuple(k for k in omitted if k not in read.state)
+        state = fold.after(updates, omitted, read) if fold is not None else None
+        return RecordEvent.of(self.run_id, record, updates, omitted, state)
+
+    def _pin(self, records: list[dict[str, Any]]) -> tuple[str, RunSnapshot | None]:
+        """The id of the run's last record and the run right after it, for mode `values`
+        (the records up to it go to `records`); None for the run when it moved on every time."""
+        after, snap = "0-0", None
+        for _ in range(PIN_TRIES):
+            entries = self.store.steps(self.run_id, after)
+            records += [e.record for e in entries]
+            after = entries[-1].id if entries else after
+            snap = self._state_after(after)
+            if snap is not None:
+                return after, snap
+        return after, None
+
+    def _state_after(self, entry_id: str) -> RunSnapshot | None:
+        """The run as it was right after transcript record `entry_id` (`0-0`: before any), or
+        None when a record was committed after it (a commit writes its state and records at once)."""
+        snap = load_run(self.store, self.run_id)
+        return None if self.store.steps(self.run_id, entry_id, count=1) else snap
+
+    def _where(self) -> str:
+        """Where the run is, for a wait that timed out: status, step, node and what it waits for."""
+        snap = self.store.load_run(self.run_id)
+        if snap is None:
+            return "it no longer exists"
+        where = f"it is {snap.status.value} at step {snap.step + 1}"
+        where += f" (node '{snap.node}')" if snap.node else ""
+        kind = snap.wait.kind if snap.wait is not None else None
+        return where + (f", waiting on {WAITS.get(kind, kind)}" if kind else "")
+
+    def _settled(self) -> bool:
+        """The run has finished or paused; raises `RunNotFound`."""
+        status = self.store.status_of(self.run_id)
+        if status is None:
+            raise RunNotFound(f"no run with id {self.run_id!r}")
+        return RunStatus(status) in SETTLED
+
+
+def _slice(deadline: float | None) -> int:
+    """Milliseconds to block on the transcript: a slice, or what is left until `deadline`."""
+    if deadline is None:
+        return WAIT_SLICE_MS
+    return max(1, min(WAIT_SLICE_MS, int((deadline - time.monotonic()) * 1000)))

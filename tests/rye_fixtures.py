@@ -158,7 +158,7 @@ def at(state: Any, dotted: str) -> Any:
 
 def summary(result: RunResult, replacements: dict[str, str]) -> dict[str, Any]:
     """What the walker's semantics decide about a run, with session ids and run dirs normalised."""
-    error = result.error or {}
+    error = result.error.to_dict() if result.error is not None else {}
     normalised: dict[str, Any] = normal(
         {
             "status": result.status,

@@ -30,6 +30,7 @@ class RunFailure(_Compact):
     - `error_type`: the exception or error class behind it, when there is one.
     - `node`, `step`: where it happened (a run's error; unset for a child's end).
     - `field`, `reducer`: a reducer that refused an update.
+    - `index`: the foreach item it happened to (a tolerated item error).
     - `traceback`: the traceback of the exception behind it, when it is worth keeping.
     """
 
@@ -40,6 +41,7 @@ class RunFailure(_Compact):
     error_type: str | None = None
     field: str | None = None
     reducer: str | None = None
+    index: int | None = None
     traceback: str | None = None
 
     def to_dict(self, *, traceback: bool = True) -> dict[str, Any]:

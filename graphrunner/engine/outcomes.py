@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from graphrunner.engine.failures import RunFailure
+
 Control = Literal["retry", "continue", "fail"]
 FINISHED_OK = ("completed", "completed_with_errors")
 CHILD_ERROR_TYPES = {"limit_exceeded": "LimitExceeded", "permission_denied": "PermissionDenied"}
@@ -27,6 +29,20 @@ class ActionFailure:
         if traceback and self.traceback:
             error["traceback"] = self.traceback
         return error
+
+    def to_run_failure(
+        self, node: str | None = None, step: int | None = None, *, traceback: bool = True
+    ) -> RunFailure:
+        """The failure as a run's or a step's error, at `node` and `step` (`traceback=False`:
+        without the traceback, for a run's tolerated `errors`)."""
+        return RunFailure(
+            type=self.classification,
+            message=self.message,
+            node=node,
+            step=step,
+            error_type=self.error_type,
+            traceback=self.traceback if traceback else None,
+        )
 
     @classmethod
     def from_dict(cls, error: dict[str, Any]) -> ActionFailure:
@@ -81,7 +97,7 @@ class ChildOutcome:
     status: str
     state: dict[str, Any] = field(default_factory=dict)
     output: Any = None
-    error: dict[str, Any] | None = None
+    error: RunFailure | None = None
     control: Control | None = None
     message: str | None = None  # a paused child's pause message
 
@@ -92,15 +108,15 @@ class ChildOutcome:
 
     def failure(self, label: str) -> ActionFailure:
         """The child's end as the failure of the node that ran it (`label`: what it was)."""
-        error = self.error or {}
-        kind = error.get("type")
+        error = self.error
+        kind = error.type if error is not None else None
         # a limit (e.g. nesting deeper than max_depth) or a denied dispatch keeps its category
         classification = kind if kind in ("limit_exceeded", "permission_denied") else "permanent"
         return ActionFailure(
             classification,
-            f"{label} ended {self.status}: {error.get('message', 'no error recorded')}",
+            f"{label} ended {self.status}: {error.message if error is not None else 'no error recorded'}",
             CHILD_ERROR_TYPES.get(classification, "SubgraphFailed"),
-            error.get("traceback"),
+            error.traceback if error is not None else None,
         )
 
     def as_item(self, index: int, item: Any, label: str) -> ItemOutcome:

@@ -2,35 +2,14 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
 
 from graphrunner.engine.failures import ParentLink, RunFailure, ToleratedError
 from graphrunner.engine.waiting import Wait
-
-
-class RunStatus(StrEnum):
-    """The lifecycle of a run (DESIGN §3)."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    PAUSED = "paused"
-    COMPLETED = "completed"
-    COMPLETED_WITH_ERRORS = "completed_with_errors"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def finished(self) -> bool:
-        """True for statuses a run never leaves on its own."""
-        return self in FINISHED
-
-
-FINISHED = frozenset(
-    {RunStatus.COMPLETED, RunStatus.COMPLETED_WITH_ERRORS, RunStatus.FAILED, RunStatus.CANCELLED}
-)
+from graphrunner.run_status import FINISHED as FINISHED
+from graphrunner.run_status import RunStatus as RunStatus
 
 
 class RunSnapshot(BaseModel):

@@ -10,6 +10,7 @@ from typing import Any
 
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine.capabilities import checked
+from graphrunner.engine.failures import RunFailure
 from graphrunner.engine.plan import eval_context
 from graphrunner.engine.routing import route
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus
@@ -64,15 +65,15 @@ def missing_env(graph: CompiledGraph, environ: Mapping[str, str] | None = None) 
     return [f"{var} ({where})" for var, where in wanted if var not in env]
 
 
-def too_deep(graph: CompiledGraph, snap: RunSnapshot) -> dict[str, Any] | None:
+def too_deep(graph: CompiledGraph, snap: RunSnapshot) -> RunFailure | None:
     """The `limit_exceeded` error when a subgraph of this run would nest deeper than `max_depth`."""
     limit = graph.spec.config.max_depth
     if snap.depth + 1 <= limit:
         return None
-    return {
-        "type": "limit_exceeded",
-        "message": f"subgraph nesting deeper than max_depth {limit} (this run is at depth {snap.depth})",
-    }
+    return RunFailure(
+        type="limit_exceeded",
+        message=f"subgraph nesting deeper than max_depth {limit} (this run is at depth {snap.depth})",
+    )
 
 
 RESUMABLE = {RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.PAUSED, RunStatus.RUNNING}

@@ -7,12 +7,13 @@ state, and applies the error handling of DESIGN §2.5 (hook answer, `_last_error
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from graphrunner import namespaces as ns
 from graphrunner.compiled import CompiledGraph, CompiledNode
+from graphrunner.engine.failures import RunFailure, ToleratedError
 from graphrunner.engine.outcomes import (
     ActionFailure,
     ActionOutcome,
@@ -28,7 +29,7 @@ from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
 from graphrunner.engine.state import check_state
 from graphrunner.errors import ExpressionError, LimitExceeded, NodeError, ReducerError, RunError
 from graphrunner.expressions.rendering import render_text
-from graphrunner.limits import state_problem
+from graphrunner.limits import check_step_state
 from graphrunner.model import FIELD_NAME, ForeachNode, ParallelNode, PauseNode, ReturnNode, SubgraphNode
 
 CATEGORY_OF = {
@@ -47,6 +48,9 @@ class StepResult:
     update: dict[str, Any]
     exception: RunError | None = None
     result: Any = None  # the node's `result` namespace, for the after_step hooks
+    # the JSON size of each changed value, as the state check measured it (None: not measured):
+    # the step's record leaves out the large ones without walking them again
+    sizes: dict[str, int] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -94,11 +98,11 @@ def complete(
     result = _complete(graph, snap, plan, outcome, now)
     if result.snapshot.state is snap.state:
         return result
-    problem = state_problem(result.snapshot.state, max_state_bytes)
-    if problem is None:
-        return result
+    check = check_step_state(result.snapshot.state, max_state_bytes, result.event.changed_keys)
+    if check.problem is None:
+        return replace(result, sizes=check.sizes)
     err = LimitExceeded(
-        f"node '{plan.node}' {problem}; the state is kept as it was before the node",
+        f"node '{plan.node}' {check.problem}; the state is kept as it was before the node",
         node=plan.node,
         step=plan.step,
         state=snap.state,
@@ -214,7 +218,7 @@ def _succeed(
     extra: dict[str, Any],
     attempts: int,
     cache_hit: bool,
-    suppressed: tuple[dict[str, Any], ...] = (),
+    suppressed: tuple[ToleratedError, ...] = (),
     contributions: tuple[dict[str, Any], ...] = (),
 ) -> StepResult:
     try:
@@ -254,8 +258,8 @@ def _advance(
     *,
     attempts: int = 1,
     cache_hit: bool = False,
-    error: dict[str, Any] | None = None,
-    suppressed: tuple[dict[str, Any], ...] = (),
+    error: RunFailure | None = None,
+    suppressed: tuple[ToleratedError, ...] = (),
 ) -> StepResult:
     snap = s.snap.model_copy(
         update={
@@ -293,7 +297,7 @@ def _end(s: _Step, snap: RunSnapshot, event: StepEvent, update: dict[str, Any], 
     status = RunStatus.COMPLETED_WITH_ERRORS if snap.errors else RunStatus.COMPLETED
     final = snap.model_copy(update={"status": status, "node": None, "output": output})
     return StepResult(
-        final, event.model_copy(update={"status": event.status if event.error else "end"}), update
+        final, event.model_copy(update={"status": event.status if event.error is not None else "end"}), update
     )
 
 
@@ -376,8 +380,8 @@ def _after_foreach(s: _Step, outcome: ForeachOutcome) -> StepResult:
     failures = [{"index": i.index, "item": i.item, "error": _failure_dict(i.outcome)} for i in failed]
     suppressed = (
         tuple(
-            {"step": s.plan.step, "node": s.node.name, "error": {**f["error"], "index": f["index"]}}
-            for f in failures
+            ToleratedError(step=s.plan.step, node=s.node.name, error=_item_error(i.index, i.outcome))
+            for i in failed
         )
         if mode == "continue"
         else ()
@@ -393,6 +397,12 @@ def _after_foreach(s: _Step, outcome: ForeachOutcome) -> StepResult:
 def _failure_dict(outcome: ActionOutcome) -> dict[str, Any]:
     """An item's error as the foreach's `failed` list (in state) holds it: no traceback."""
     return outcome.failure.to_dict(traceback=False) if outcome.failure else {}
+
+
+def _item_error(index: int, outcome: ActionOutcome) -> RunFailure:
+    """A failed item's error as the run's tolerated `errors` hold it: its index, no traceback."""
+    assert outcome.failure is not None
+    return outcome.failure.to_run_failure(traceback=False).model_copy(update={"index": index})
 
 
 def _after_child(s: _Step, outcome: ChildOutcome) -> StepResult:
@@ -443,8 +453,10 @@ def _after_parallel(s: _Step, outcome: ParallelOutcome) -> StepResult:
 
 
 def _branch_error(child: ChildOutcome) -> dict[str, Any]:
-    error = child.error or {}
-    return {"type": error.get("type", child.status), "message": error.get("message", f"ended {child.status}")}
+    """A failed branch's `{type, message}` as the parallel node's `errors` (JSON data in state)."""
+    if child.error is None:
+        return {"type": child.status, "message": f"ended {child.status}"}
+    return {"type": child.error.type, "message": child.error.message}
 
 
 def _paused_on_child(s: _Step, message: str | None) -> StepResult:
@@ -476,12 +488,13 @@ def _on_failure(s: _Step, failure: ActionFailure, attempts: int, control: Contro
     if s.graph.spec.rye:  # the walker's `_last_error` is `{node, error}`
         last_error["error"] = failure.message
     state = {**s.snap.state, "_last_error": last_error}
-    error = {**failure.to_dict(), "node": s.node.name, "step": s.plan.step}
+    error = failure.to_run_failure(s.node.name, s.plan.step)
     on_error = getattr(spec, "on_error", None)
     mode = error_mode(s.graph, spec)
     if control != "fail" and (control == "continue" or (on_error is None and mode == "continue")):
         # the run's `errors` hold no traceback (the transcript record does)
-        suppressed = ({"step": s.plan.step, "node": s.node.name, "error": failure.to_dict(traceback=False)},)
+        tolerated = failure.to_run_failure(traceback=False)
+        suppressed = (ToleratedError(step=s.plan.step, node=s.node.name, error=tolerated),)
         try:
             target = route(s.node.next, s.context(state), s.graph.nodes, s.node.name)
         except RunError as exc:
@@ -516,11 +529,15 @@ def _fail(
 ) -> StepResult:
     """End the run `failed` at `plan.node` with `exc` (and the `traceback` of the exception
     behind it, if any); the node stays current for a resume."""
-    error: dict[str, Any] = {"type": exc.category, "message": str(exc), "node": plan.node, "step": plan.step}
-    if isinstance(exc, ReducerError):
-        error.update(field=exc.field, reducer=exc.reducer)
-    if traceback:
-        error["traceback"] = traceback
+    error = RunFailure(
+        type=exc.category,
+        message=str(exc),
+        node=plan.node,
+        step=plan.step,
+        field=exc.field if isinstance(exc, ReducerError) else None,
+        reducer=exc.reducer if isinstance(exc, ReducerError) else None,
+        traceback=traceback or None,
+    )
     ran = plan.kind != "limit"
     final = snap.model_copy(
         update={

@@ -5,14 +5,17 @@ runs, an error hook's retry) is suspended: the run keeps a `Wait` and its `phase
 Each kind of wait is a subclass with a `kind` literal of its own, defined beside the code that
 runs it (`graphrunner.cluster.waits`); defining the subclass registers it, so a stored wait is
 read back as the model it was written as. The engine itself never looks inside a wait.
+
+The stored form is `kind` and the fields that differ from their defaults (an empty field is
+not stored), so a field added later reads back from an older record as its default.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 from graphrunner.errors import GraphrunnerError
 
@@ -50,12 +53,23 @@ class Wait(BaseModel):
             raise UnknownWait(f"a suspended step waits on an unknown kind of wait {kind!r}")
         return model.model_validate(data)
 
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        fields = type(self).model_fields
+        return {
+            name: value
+            for name, value in handler(self).items()
+            if name == "kind"
+            or name not in fields
+            or getattr(self, name) != fields[name].get_default(call_default_factory=True)
+        }
+
     def remaining(self, now: float | None = None) -> float:
         """Seconds until `due` (0 when due, or when it has no due time)."""
         if self.due is None:
             return 0.0
         return max(0.0, self.due - (time.time() if now is None else now))
 
-    def but(self, **changes: Any) -> Any:
-        """A copy with `changes` (of the same kind)."""
+    def but(self, **changes: Any) -> Self:
+        """A copy with `changes` (of the same kind; not validated: pass the fields' own types)."""
         return self.model_copy(update=changes)

@@ -14,9 +14,10 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from graphrunner.model import END
+from graphrunner.services.records import AnyRecord, StepRecord, parse
 
 if TYPE_CHECKING:
-    from graphrunner.engine import RunSnapshot
+    from graphrunner.engine import RunFailure, RunSnapshot, ToleratedError
     from graphrunner.results import RunResult
 
 MAX_RECORDS = 100_000  # transcript records folded into a trace; the path covers the rest
@@ -46,9 +47,9 @@ class RunTrace:
         status: str,
         node: str | None,
         path: Sequence[str],
-        records: Iterable[Mapping[str, Any]] = (),
-        error: Mapping[str, Any] | None = None,
-        errors: Iterable[Mapping[str, Any]] = (),
+        records: Iterable[Mapping[str, Any] | AnyRecord] = (),
+        error: RunFailure | None = None,
+        errors: Iterable[ToleratedError] = (),
         max_records: int = MAX_RECORDS,
     ) -> RunTrace:
         """A trace from a run's status, node, path, transcript records and errors.
@@ -59,7 +60,7 @@ class RunTrace:
         fold = _Fold(max_records)
         fold.read(records)
         failed = set(fold.failed)
-        failed.update(str(e["node"]) for e in (error, *errors) if e and e.get("node"))
+        failed.update(e.node for e in (error, *errors) if e is not None and e.node)
         return cls(
             run_id=run_id,
             status=status,
@@ -73,7 +74,10 @@ class RunTrace:
 
     @classmethod
     def of_snapshot(
-        cls, snapshot: RunSnapshot, records: Iterable[Mapping[str, Any]] = (), max_records: int = MAX_RECORDS
+        cls,
+        snapshot: RunSnapshot,
+        records: Iterable[Mapping[str, Any] | AnyRecord] = (),
+        max_records: int = MAX_RECORDS,
     ) -> RunTrace:
         """The trace of a run read from a store: its snapshot (with path) and transcript."""
         return cls.build(
@@ -118,23 +122,24 @@ class _Fold:
         self.known: set[Transition] = set()
         self.failed: set[str] = set()
 
-    def read(self, records: Iterable[Mapping[str, Any]]) -> None:
+    def read(self, records: Iterable[Mapping[str, Any] | AnyRecord]) -> None:
         for record in records:
             if self.count >= self.limit:
                 self.truncated = True
                 return
             self.count += 1
-            self._one(record)
+            self._one(parse(record))
 
-    def _one(self, record: Mapping[str, Any]) -> None:
-        node, status, target = record.get("node"), record.get("status"), record.get("next_node")
-        if not isinstance(node, str):
+    def _one(self, record: AnyRecord) -> None:
+        if not record.node:
             return
+        node, status = record.node, record.status
         if status == "error":
             self.failed.add(node)
+        target = record.next_node if isinstance(record, StepRecord) else None
         if status == "end":
             self.known.add((node, END, "ok"))
-        elif isinstance(target, str):
+        elif target is not None:
             self.known.add((node, target, "error" if status == "error" else "ok"))
 
 

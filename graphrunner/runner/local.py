@@ -24,6 +24,7 @@ from graphrunner.engine import (
     NoOutcome,
     Outcome,
     ParallelOutcome,
+    RunFailure,
     RunSnapshot,
     RunStatus,
     StepPlan,
@@ -227,7 +228,7 @@ class LocalRunner:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
                 cancelled = ChildOutcome(
-                    "cancelled", error={"type": "cancelled", "message": "a branch failed"}
+                    "cancelled", error=RunFailure(type="cancelled", message="a branch failed")
                 )
                 ended |= {tasks[t]: cancelled for t in pending}
                 break
@@ -258,5 +259,5 @@ class LocalRunner:
                 depth=snap.depth + 1,
             )
         except GraphrunnerError as exc:
-            return ChildOutcome("failed", error={"type": "node_exception", "message": str(exc)})
+            return ChildOutcome("failed", error=RunFailure(type="node_exception", message=str(exc)))
         return ChildOutcome(result.status, result.state, result.output, result.error, message=result.message)

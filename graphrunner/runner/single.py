@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphrunner import engine
 from graphrunner.compiled import CompiledGraph
-from graphrunner.engine import RunSnapshot, RunStatus
+from graphrunner.engine import RunFailure, RunSnapshot, RunStatus
 from graphrunner.engine.state import check_state, initial_state
 from graphrunner.errors import ResumeError, StateValidationError, UnknownNode
 from graphrunner.runner.local import LocalRunner
@@ -34,9 +34,9 @@ class StepReport:
     """What one node did: the state after it, the node that ran, and the node that would run next.
 
     `status` is the status the step leaves a run in: `running` (it goes on at `next_node`),
-    `paused`, `completed`, `completed_with_errors` or `failed`. `error` is the step's error
-    `{type, message, node, step}` (also when `on_error` or `error_mode: continue` handled it),
-    else None. `step_count` is the number of steps taken: always 1.
+    `paused`, `completed`, `completed_with_errors` or `failed`. `error` is the step's error, a
+    `RunFailure` (also when `on_error` or `error_mode: continue` handled it), else None; its JSON
+    form is `error.to_dict()`. `step_count` is the number of steps taken: always 1.
     """
 
     state: dict[str, Any]
@@ -44,7 +44,7 @@ class StepReport:
     next_node: str | None
     step_count: int
     status: str
-    error: dict[str, Any] | None = None
+    error: RunFailure | None = None
     steps: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     @property
@@ -60,7 +60,7 @@ class StepReport:
             "next_node": self.next_node,
             "step_count": self.step_count,
             "status": self.status,
-            "error": self.error,
+            "error": self.error.to_dict() if self.error is not None else None,
         }
 
 

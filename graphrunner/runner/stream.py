@@ -13,9 +13,9 @@ from graphrunner.engine import RunSnapshot, StepPlan, StepResult
 from graphrunner.results import RunResult
 from graphrunner.runner.local import LocalRunner
 from graphrunner.services import StepServices
-from graphrunner.services.records import AnyRecord
+from graphrunner.services.records import AnyRecord, changes
 from graphrunner.settings import Settings
-from graphrunner.streaming import ResultEvent, StateEvent, StepEvent, StreamEvent, StreamMode, check_mode
+from graphrunner.streaming import RecordEvent, ResultEvent, StateEvent, StreamEvent, StreamMode, check_mode
 from graphrunner.tools import ToolRegistry
 
 
@@ -42,12 +42,12 @@ class StreamingRunner(LocalRunner):
         if snap.run_id == self.run_id:
             for i, record in enumerate(records):  # retried attempts first: the state is the one before
                 after = result.snapshot.state if i == len(records) - 1 else snap.state
-                self.emit(self._event(record.to_dict(), after))
+                self.emit(self._event(record, after))
         return plan, result, records
 
-    def _event(self, record: dict[str, Any], after: dict[str, Any]) -> StepEvent:
-        updates = {k: after[k] for k in record.get("changed_keys") or () if k in after}
-        return StepEvent.of(self.run_id, record, updates, state=dict(after) if self.values else None)
+    def _event(self, record: AnyRecord, after: dict[str, Any]) -> RecordEvent:
+        updates = {k: after[k] for k in changes(record)[0] if k in after}
+        return RecordEvent.of(self.run_id, record, updates, state=dict(after) if self.values else None)
 
 
 async def astream(

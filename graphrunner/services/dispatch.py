@@ -1,4 +1,4 @@
-"""Calling a tool: timeout, error classification, and retries with tenacity's wait strategies.
+"""Calling a tool: timeout, error classification, and retries with exponential, jittered backoff.
 
 Shared by the in-process runner and the Celery tasks, so both classify and retry the same
 way; on a worker, long waits come back as `Deferred` so the step is rescheduled instead.
@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
-
-from tenacity import RetryCallState, wait_exponential, wait_random
 
 from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome
 from graphrunner.errors import PermissionDenied, ToolError, UnknownTool
@@ -51,13 +50,13 @@ def policy_for(policies: tuple[RetryPolicy, ...], failure: ActionFailure) -> Ret
 
 
 def retry_delay(policy: RetryPolicy, attempt: int) -> float:
-    """Seconds to wait after failed attempt `attempt`: exponential, jittered, capped by max_delay."""
-    wait = wait_exponential(multiplier=policy.initial, exp_base=policy.multiplier, max=policy.max_delay)
-    if policy.jitter > 0:
-        wait = wait + wait_random(0, policy.jitter)  # type: ignore[assignment]
-    state = RetryCallState(None, None, (), {})  # type: ignore[arg-type]
-    state.attempt_number = attempt
-    return float(min(wait(state), policy.max_delay))
+    """Seconds to wait after failed attempt `attempt`: `initial * multiplier**(attempt - 1)` capped
+    by max_delay, plus a uniform jitter in [0, jitter], capped by max_delay again."""
+    try:
+        backoff = min(policy.initial * policy.multiplier ** (attempt - 1), policy.max_delay)
+    except OverflowError:  # a huge multiplier or attempt: the cap
+        backoff = policy.max_delay
+    return min(backoff + policy.jitter * random.random(), policy.max_delay)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from graphrunner.engine import (
     ActionOutcome,
     Control,
     Outcome,
+    RunFailure,
     RunSnapshot,
     RunStatus,
     StepPlan,
@@ -88,7 +89,7 @@ class StepServices:
         if not missing:
             return None
         message = f"missing environment variables: {', '.join(missing)}"
-        error = {"type": "env_missing", "message": message, "node": None, "step": 0}
+        error = RunFailure(type="env_missing", message=message, step=0)
         return snap.model_copy(update={"status": RunStatus.FAILED, "error": error})
 
     async def started(self, graph: CompiledGraph, snap: RunSnapshot) -> None:
@@ -125,7 +126,7 @@ class StepServices:
                 graph_id=graph.id,
                 steps=snap.step,
                 status=snap.status.value,
-                error=snap.error,
+                error=snap.error.to_dict() if snap.error is not None else None,
             )
 
     # -- completing a step --------------------------------------------------------------------
@@ -155,8 +156,8 @@ class StepServices:
             "error",
             snap,
             node=plan.node,
-            error=error,
-            classification=error.get("type"),
+            error=error.to_dict(),
+            classification=error.type,
             step_count=plan.step,
         )
         answer = engine.first_answer(answers)
@@ -222,13 +223,15 @@ def with_cause_traceback(result: StepResult) -> StepResult:
     """`result` with the traceback of the user code behind its failing error, in the step's record
     and the run's error (the engine formats none: that reads source files)."""
     error = result.event.error
-    if result.exception is None or error is None or "traceback" in error:
+    if result.exception is None or error is None or error.traceback is not None:
         return result
     text = cause_traceback(result.exception)
     if text is None:
         return result
-    error = {**error, "traceback": text}
+    error = error.model_copy(update={"traceback": text})
     snapshot = result.snapshot
     if snapshot.error is not None:
-        snapshot = snapshot.model_copy(update={"error": {**snapshot.error, "traceback": text}})
+        snapshot = snapshot.model_copy(
+            update={"error": snapshot.error.model_copy(update={"traceback": text})}
+        )
     return replace(result, snapshot=snapshot, event=result.event.model_copy(update={"error": error}))

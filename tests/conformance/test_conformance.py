@@ -62,7 +62,7 @@ def check(case: Case, result: RunResult) -> None:
         assert result.path == case.expected["execution_order"]
         return
     want = case.expected_error or {}
-    error = result.error or {}
+    error = result.error.to_dict() if result.error is not None else {}
     assert result.status == "failed", result
     assert error.get("type") == want["category"], error
     assert error.get("node") == want.get("raised_from", error.get("node"))
@@ -89,5 +89,6 @@ def fields(state: dict[str, Any]) -> dict[str, Any]:
 
 def summary(result: RunResult) -> dict[str, Any]:
     """What must be identical between runs and modes: all but ids, timings and messages."""
-    error = {k: v for k, v in (result.error or {}).items() if k in ("type", "node", "field", "reducer")}
+    shown = result.error.to_dict() if result.error is not None else {}
+    error = {k: v for k, v in shown.items() if k in ("type", "node", "field", "reducer")}
     return {"status": result.status, "state": result.state, "path": result.path, "error": error}

@@ -40,9 +40,9 @@ def test_a_run_without_tool_shell_fails_at_the_shell_node_and_runs_nothing(
     run = cluster.submit(graph, capabilities=["tool:echo"])
     result = run.wait(timeout=30)
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "permission_denied"
-    assert result.error["node"] == "touch" and result.error["step"] == 2
-    assert "tool 'shell' needs capability 'tool:shell'" in result.error["message"]
+    assert result.error is not None and result.error.type == "permission_denied"
+    assert result.error.node == "touch" and result.error.step == 2
+    assert "tool 'shell' needs capability 'tool:shell'" in result.error.message
     assert not marker.exists()
     assert "touched" not in result.state and result.state["said"] == "hi"
     assert [(s["node"], s["status"]) for s in result.steps] == [("hello", "ok"), ("touch", "error")]
@@ -68,9 +68,9 @@ def test_denied_foreach_items_run_nothing(cluster: Client, tmp_path: Path, paral
     )
     result = cluster.submit(graph, capabilities=["tool:echo"]).wait(timeout=30)
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "permission_denied"
-    assert result.error["node"] == "each"
-    assert "'tool:shell'" in result.error["message"]
+    assert result.error is not None and result.error.type == "permission_denied"
+    assert result.error.node == "each"
+    assert "'tool:shell'" in result.error.message
     assert "done" not in result.state
     assert list(tmp_path.iterdir()) == []
     [record] = [s for s in result.steps if s["node"] == "each"]
@@ -95,12 +95,12 @@ def test_a_child_run_never_gets_more_than_its_parent(cluster: Client, tmp_path: 
     run = cluster.submit(parent, capabilities=caps)
     result = run.wait(timeout=30)
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "permission_denied"
-    assert result.error["node"] == "sub"
-    assert "tool 'shell' needs capability 'tool:shell'" in result.error["message"]
+    assert result.error is not None and result.error.type == "permission_denied"
+    assert result.error.node == "sub"
+    assert "tool 'shell' needs capability 'tool:shell'" in result.error.message
     child = cluster.run(f"{run.id}.1").snapshot()
     assert child.capabilities == tuple(caps)
-    assert child.error is not None and child.error["type"] == "permission_denied"
+    assert child.error is not None and child.error.type == "permission_denied"
     assert not marker.exists()
     local = load_graph(parent).invoke_sync(capabilities=caps)
     assert local.error == result.error
@@ -116,7 +116,7 @@ def test_a_run_submitted_without_capabilities_gets_the_deployments_default(
         run = restricted.submit(graph)
         result = run.wait(timeout=30)
     assert run.snapshot().capabilities == ("tool:echo",)
-    assert result.error is not None and result.error["type"] == "permission_denied"
+    assert result.error is not None and result.error.type == "permission_denied"
     assert not marker.exists()
 
 
@@ -157,7 +157,7 @@ def test_cli_submit_takes_capabilities_and_refuses_bad_ones(
     )
     assert ok.exit_code == 0, ok.output
     result = cluster.run(run_id).wait(timeout=30)
-    assert result.error is not None and result.error["type"] == "permission_denied"
+    assert result.error is not None and result.error.type == "permission_denied"
     assert not marker.exists()
 
 
@@ -182,9 +182,9 @@ def test_a_step_over_the_state_limit_fails_the_run_and_keeps_the_last_good_state
     graph = parse_graph(textwrap.dedent(GROWING.format(uid=uid())))
     result = cluster.submit(graph, {"text": "x" * 600_000}).wait(timeout=60)
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "limit_exceeded"
-    assert result.error["node"] == "big"
-    assert "over the limit of 1048576 bytes (GRAPHRUNNER_MAX_STATE_BYTES)" in result.error["message"]
+    assert result.error is not None and result.error.type == "limit_exceeded"
+    assert result.error.node == "big"
+    assert "over the limit of 1048576 bytes (GRAPHRUNNER_MAX_STATE_BYTES)" in result.error.message
     assert result.state == {"log": ["small"]}
     assert result.path == ["small", "big"]
 
@@ -211,8 +211,8 @@ def test_a_worker_process_takes_the_state_limit_from_its_environment(
         proc.wait_ready()
         grown = client.submit(parse_graph(textwrap.dedent(GROWING.format(uid=uid()))), {"text": "x" * 1200})
         result = grown.wait(timeout=30)
-        assert result.error is not None and result.error["type"] == "limit_exceeded"
-        assert "over the limit of 2000 bytes" in result.error["message"]
+        assert result.error is not None and result.error.type == "limit_exceeded"
+        assert "over the limit of 2000 bytes" in result.error.message
         assert result.state == {"log": ["small"]}
     finally:
         client.close()

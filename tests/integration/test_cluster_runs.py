@@ -67,7 +67,7 @@ def test_loops_error_mode_and_node_queues_across_processes(cluster: Client) -> N
     result = cluster.submit(graph).wait(timeout=30)
     local = graph.invoke_sync()
     assert result.status == local.status == "completed_with_errors"
-    assert result.errors_suppressed == 1 and result.errors[0]["node"] == "flaky"
+    assert result.errors_suppressed == 1 and result.errors[0].node == "flaky"
     assert result.state == local.state and result.path == local.path
     assert result.output == {"log": ["count 0", "count 1", "count 2", "cpu 3"], "n": 3}
 
@@ -83,7 +83,7 @@ def test_failed_run_keeps_its_error_and_state(cluster: Client) -> None:
     )
     result = cluster.submit(graph).wait(timeout=30)
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "limit_exceeded"
+    assert result.error is not None and result.error.type == "limit_exceeded"
     assert result.state["v"] == 1 and result.step_count == 3
 
 
@@ -141,8 +141,8 @@ def test_a_tool_that_raises_fails_the_run_cleanly(cluster: Client) -> None:
     )
     result = cluster.submit(graph).wait(timeout=30)
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "node_exception"
-    assert "JSONDecodeError" in result.error["message"]
+    assert result.error is not None and result.error.type == "node_exception"
+    assert "JSONDecodeError" in result.error.message
 
 
 def test_a_redis_that_does_not_answer_is_a_clear_error_within_seconds() -> None:
@@ -218,7 +218,7 @@ def test_env_requires_fails_the_run_before_any_node_on_the_worker(
     )
     result = cluster.submit(graph).wait(timeout=30)
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "env_missing"
-    assert "GRAPHRUNNER_TEST_MISSING" in result.error["message"]
+    assert result.error is not None and result.error.type == "env_missing"
+    assert "GRAPHRUNNER_TEST_MISSING" in result.error.message
     assert "ran" not in result.state and result.path == []
     assert [(s["step"], s["node"], s["status"]) for s in result.steps] == [(0, None, "error")]

@@ -92,7 +92,7 @@ def test_a_python_tools_traceback_in_steps_status_and_the_result(
     run = cluster.submit(graph(failing(f"t/tb-{uid()}")))
     result = run.wait(timeout=60)
     assert result.status == "failed" and result.error is not None
-    trace = result.error["traceback"]
+    trace = result.error.traceback
     assert (
         ", in boom\n" in trace and ", in check\n" in trace and trace.endswith("ValueError: I do not like 3")
     )
@@ -118,7 +118,7 @@ def test_the_cluster_and_the_in_process_runner_keep_the_same_traceback(cluster: 
     distributed = cluster.submit(g).wait(timeout=60)
     local = g.invoke_sync({})
     assert distributed.error is not None and local.error is not None
-    assert distributed.error["traceback"] == local.error["traceback"]
+    assert distributed.error.traceback == local.error.traceback
 
 
 def test_a_parallel_foreach_keeps_its_first_failed_items_traceback(cluster: Client) -> None:
@@ -133,8 +133,8 @@ def test_a_parallel_foreach_keeps_its_first_failed_items_traceback(cluster: Clie
         action: {{tool: python, params: {{fn: "failure_targets:boom", args: {{x: "${{item}}"}}}}}}
     """
     result = cluster.submit(graph(text)).wait(timeout=60)
-    assert result.error is not None and "first, item 1" in result.error["message"]
-    assert ", in boom\n" in result.error["traceback"]
+    assert result.error is not None and "first, item 1" in result.error.message
+    assert ", in boom\n" in result.error.traceback
 
 
 # -- a pause node's message --------------------------------------------------------------------------

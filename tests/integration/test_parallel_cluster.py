@@ -31,7 +31,7 @@ def both(cluster: Client, graph: Graph, state: dict[str, Any] | None = None) -> 
     remote = cluster.submit(graph, state=state).wait(timeout=WAIT_S)
     local = graph.invoke_sync(state=state)
     assert (remote.status, remote.path, remote.state) == (local.status, local.path, local.state)
-    assert (remote.error or {}).get("message") == (local.error or {}).get("message")
+    assert (remote.error and remote.error.message) == (local.error and local.error.message)
     return remote
 
 
@@ -47,8 +47,8 @@ def test_fail_fast_cancels_the_running_branch(cluster: Client, tmp_path: Path) -
     text = text.replace("outputs: {fast_hits: hits, log: log, winner: winner}", "outputs: {}")
     handle = cluster.submit(graph_of(tmp_path, text))
     result = handle.wait(timeout=WAIT_S)
-    assert (result.status, result.error["node"]) == ("failed", "research")
-    assert "branch 'fast' (graph 'broken') ended failed: the source is down" in result.error["message"]
+    assert (result.status, result.error.node) == ("failed", "research")
+    assert "branch 'fast' (graph 'broken') ended failed: the source is down" in result.error.message
     sleeper = f"{handle.id}.1.slow"  # the branch that sleeps for 90 s: cancelled, not waited for
     wait_for(
         lambda: cluster.store.load_run(sleeper).status.value == "cancelled", WAIT_S, "the sleeper's cancel"
@@ -86,7 +86,7 @@ def test_foreach_over_a_graph_tolerates_failures_and_takes_an_empty_list(
     graph = graph_of(tmp_path, FOREACH.replace("PARALLEL", "true"))
     assert both(cluster, graph, {"docs": ["a", "bad", "c"]}).state["summaries"] == ["0:a", "2:c"]
     failed = both(cluster, graph, {"docs": ["bad", "x", "bad"]})
-    assert failed.status == "failed" and "(graph 'summarise') ended failed" in failed.error["message"]
+    assert failed.status == "failed" and "(graph 'summarise') ended failed" in failed.error.message
     assert both(cluster, graph, {"docs": []}).state["summaries"] == []
 
 
@@ -128,11 +128,9 @@ def test_kids_nested_past_max_depth_fail_the_node(cluster: Client, tmp_path: Pat
       done: {type: return}
     """
     result = both(cluster, graph_of(tmp_path, text))
-    assert (result.status, result.error["type"]) == ("failed", "limit_exceeded")
-    assert result.error["message"].count("branch 'again' (graph 'rec') ended failed") == 3
-    assert result.error["message"].endswith(
-        "subgraph nesting deeper than max_depth 2 (this run is at depth 2)"
-    )
+    assert (result.status, result.error.type) == ("failed", "limit_exceeded")
+    assert result.error.message.count("branch 'again' (graph 'rec') ended failed") == 3
+    assert result.error.message.endswith("subgraph nesting deeper than max_depth 2 (this run is at depth 2)")
 
 
 def test_cancelling_the_parent_cancels_its_kids(cluster: Client, tmp_path: Path) -> None:
@@ -182,8 +180,8 @@ def test_kids_never_widen_the_runs_capabilities(cluster: Client, tmp_path: Path)
     remote = cluster.submit(graph, capabilities=allowed).wait(timeout=WAIT_S)
     local = graph.invoke_sync(capabilities=allowed)
     for result in (remote, local):
-        assert (result.status, result.error["type"]) == ("failed", "permission_denied")
-        assert "graph:fast" in result.error["message"]
+        assert (result.status, result.error.type) == ("failed", "permission_denied")
+        assert "graph:fast" in result.error.message
 
 
 RESUMABLE = """
@@ -227,7 +225,7 @@ def test_resume_runs_the_failed_branch_again_and_not_the_finished_one(
     graph = load_graph(path, settings=Settings(graph_path=(tmp_path,)))
     handle = cluster.submit(graph)
     failed = handle.wait(timeout=WAIT_S)
-    assert failed.status == "failed" and "branch 'flaky'" in failed.error["message"]
+    assert failed.status == "failed" and "branch 'flaky'" in failed.error.message
     (marks / "ok").touch()
     done = cluster.resume(handle.id).wait(timeout=WAIT_S)
     assert (done.status, done.state["log"]) == ("completed", ["fast", "flaky"])
@@ -240,7 +238,7 @@ def test_resume_of_a_foreach_keeps_the_items_that_completed_with_the_same_inputs
     graph = graph_of(tmp_path, FOREACH.replace("PARALLEL", "false").replace("tolerated_failures: 1", ""))
     handle = cluster.submit(graph, state={"docs": ["a", "bad", "c"]})
     failed = handle.wait(timeout=WAIT_S)
-    assert failed.status == "failed" and "item 1 (graph 'summarise')" in failed.error["message"]
+    assert failed.status == "failed" and "item 1 (graph 'summarise')" in failed.error.message
     done = cluster.resume(handle.id, {"docs": ["a", "b", "c"]}).wait(timeout=WAIT_S)
     assert (done.status, done.state["summaries"]) == ("completed", ["0:a", "1:b", "2:c"])
     first, again = cluster.store.load_run(handle.id).children[-2:]

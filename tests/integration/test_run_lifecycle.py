@@ -187,7 +187,7 @@ def test_a_failed_run_resumes_at_the_failing_node(cluster: Client, tmp_path: Pat
     )
     run = cluster.submit(path)
     failed = run.wait(timeout=30)
-    assert failed.status == "failed" and failed.error is not None and failed.error["node"] == "boom"
+    assert failed.status == "failed" and failed.error is not None and failed.error.node == "boom"
     result = cluster.resume(run.id, {"ok": True}).wait(timeout=30)
     assert result.status == "failed"  # `boom` runs again at its step count, and fails again
     assert result.step_count == failed.step_count + 1
@@ -311,8 +311,8 @@ def test_a_poison_step_fails_its_run_after_the_redelivery_cap(
     with dedicated_worker(redis_server, worker_env, tmp_path, GRAPHRUNNER_MAX_REDELIVERIES="2") as client:
         result = client.submit(path).wait(timeout=60)
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "limit_exceeded"
-    assert "redelivered 3 times" in result.error["message"] and "'boom'" in result.error["message"]
+    assert result.error is not None and result.error.type == "limit_exceeded"
+    assert "redelivered 3 times" in result.error.message and "'boom'" in result.error.message
     assert len(lines(tmp_path / "attempts")) == 3  # the first delivery and two redeliveries
 
 

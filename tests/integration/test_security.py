@@ -137,8 +137,8 @@ def test_a_producers_run_without_capabilities_gets_only_the_pure_builtins(
     try:
         result = producer.submit(graph).wait(timeout=60)
         assert result.status == "failed" and not marker.exists()
-        assert result.error is not None and result.error["type"] == "permission_denied"
-        assert "['tool:echo', 'tool:fail', 'tool:sleep']" in result.error["message"]
+        assert result.error is not None and result.error.type == "permission_denied"
+        assert "['tool:echo', 'tool:fail', 'tool:sleep']" in result.error.message
         granted = producer.submit(graph, capabilities=["tool:shell"]).wait(timeout=60)
         assert granted.status == "completed" and marker.exists()
     finally:
@@ -176,7 +176,7 @@ def test_a_python_capability_does_not_reach_what_its_module_imported(cluster: Cl
     )
     result = cluster.submit(graph, capabilities=["tool:python:graphrunner.*"]).wait(timeout=60)
     assert result.status == "failed" and not target.exists()
-    assert result.error is not None and "posix" in result.error["message"], result.error
+    assert result.error is not None and "posix" in result.error.message, result.error
 
 
 def test_a_shell_step_gets_no_worker_secret(
@@ -206,4 +206,4 @@ def test_the_http_tool_refuses_a_name_that_resolves_to_the_metadata_service(
     result = cluster.submit(graph, capabilities=["tool:http"]).wait(timeout=60)
     assert asked == ["innocent.test"]
     assert result.status == "failed" and result.error is not None
-    assert "169.254.169.254" in result.error["message"] and "refused" in result.error["message"]
+    assert "169.254.169.254" in result.error.message and "refused" in result.error.message

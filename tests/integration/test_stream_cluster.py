@@ -12,7 +12,7 @@ from support import uid, wait_for, write
 from graphrunner.cli import main
 from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
-from graphrunner.streaming import ResultEvent, StateEvent, StepEvent
+from graphrunner.streaming import RecordEvent, ResultEvent, StateEvent
 
 WAIT_S = 60
 COUNTING = """
@@ -54,7 +54,7 @@ def test_values_stream_of_a_run_from_its_submission(cluster: Client, tmp_path: P
     events = [first, *stream]
     result = events[-1]
     assert isinstance(result, ResultEvent)
-    steps = [e for e in events if isinstance(e, StepEvent)]
+    steps = [e for e in events if isinstance(e, RecordEvent)]
     by_node = {(e.node, e.status): e for e in steps}
     assert by_node["first", "ok"].state == {"n": 1, "trail": ["first"]}
     assert by_node["nap", "sleeping"].state == {"n": 1, "trail": ["first"]}
@@ -73,7 +73,7 @@ def test_updates_stream_replays_the_transcript(cluster: Client, tmp_path: Path) 
     run = cluster.submit(graph_file(tmp_path, COUNTING))
     run.wait(timeout=WAIT_S)
     events = list(cluster.stream(run.id))
-    steps = [e for e in events if isinstance(e, StepEvent)]
+    steps = [e for e in events if isinstance(e, RecordEvent)]
     assert [(e.node, e.status) for e in steps] == [
         ("first", "ok"),
         ("nap", "sleeping"),

@@ -55,10 +55,10 @@ def test_a_result_that_is_no_mapping_fails_the_node(run_yaml: Callable[..., RunR
         'args: {state: "${state}", note: N}', "args: {a: 1}"
     )
     result = run_yaml(text.replace("ASSIGN", ""))
-    assert result.error is not None and result.error["type"] == "node_exception"
+    assert result.error is not None and result.error.type == "node_exception"
     assert (
         "assign_result needs the action to return a mapping of state fields (a partial update), got int 2"
-        in (result.error["message"])
+        in (result.error.message)
     )
 
 
@@ -69,9 +69,7 @@ def test_an_argument_that_does_not_fit_its_model_is_a_validation_error(
     result = run_yaml(text.replace("N}", "n}"), state={"topic": ["not", "text"]})
     assert result.status == "failed"
     assert result.state["_last_error"]["type"] == "validation"
-    assert (
-        "argument 'state' does not fit Flow: topic: Input should be a valid string" in result.error["message"]
-    )  # type: ignore[index]
+    assert "argument 'state' does not fit Flow: topic: Input should be a valid string" in result.error.message
 
 
 def test_a_routing_function_and_edges_are_multiple_outgoing_edges() -> None:

@@ -123,9 +123,7 @@ def test_a_field_without_default_must_be_given() -> None:
     assert graph.invoke_sync(state={"name": "Ada"}).state["log"] == ["hello Ada"]
     result = graph.invoke_sync()
     assert result.status == "failed"
-    assert (
-        "argument 'state' does not fit Needs: name: Input should be a valid string" in result.error["message"]
-    )  # type: ignore[index]
+    assert "argument 'state' does not fit Needs: name: Input should be a valid string" in result.error.message
 
 
 # --- immutability ----------------------------------------------------------------------------
@@ -412,7 +410,7 @@ def test_node_exception_keeps_the_state_before_the_node() -> None:
     graph = builder.add_edge("a", "b").add_edge("b", "c").set_entry("a").compile()
     result = graph.invoke_sync()
     assert (result.status, result.path) == ("failed", ["a", "b"])
-    assert result.error["type"] == "node_exception"  # type: ignore[index]
+    assert result.error is not None and result.error.type == "node_exception"
     with pytest.raises(graphrunner.NodeError, match="RuntimeError: boom") as info:
         result.raise_for_error()
     assert info.value.node == "b"
@@ -422,7 +420,7 @@ def test_node_exception_keeps_the_state_before_the_node() -> None:
 def test_routing_error_keeps_the_state() -> None:
     graph = logged().add_node("a", t.log_a).add_conditional_edge("a", t.to_ghost).set_entry("a").compile()
     result = graph.invoke_sync()
-    assert result.error["type"] == "routing_error"  # type: ignore[index]
+    assert result.error is not None and result.error.type == "routing_error"
     with pytest.raises(graphrunner.RoutingError, match="'ghost', which is neither a node nor") as info:
         result.raise_for_error()
     assert info.value.state is not None and info.value.state["v"] == "a"

@@ -52,7 +52,7 @@ def test_a_foreach_error_is_handled_like_a_graph_files() -> None:
     assert result.status == "completed"
     assert result.state["lengths"][0] == 10
     refused = graph.invoke_sync(state={"docs": ["boom", "boom"]})
-    assert refused.status == "failed" and "item 0 is boom" in refused.error["message"]
+    assert refused.status == "failed" and "item 0 is boom" in refused.error.message
 
 
 def test_pause_parks_the_run_with_its_message() -> None:

@@ -43,9 +43,9 @@ def test_a_shell_node_without_tool_shell_is_denied_and_never_runs(
     marker = tmp_path / "MARKER"
     result = run_yaml(shell_graph(marker), capabilities=["tool:echo"])
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "permission_denied"
-    assert result.error["node"] == "touch"
-    assert "'shell'" in result.error["message"] and "'tool:shell'" in result.error["message"]
+    assert result.error is not None and result.error.type == "permission_denied"
+    assert result.error.node == "touch"
+    assert "'shell'" in result.error.message and "'tool:shell'" in result.error.message
     assert not marker.exists()
     assert "touched" not in result.state and result.state["said"] == "hi"  # nothing assigned
     assert run_yaml(shell_graph(marker), capabilities=["tool:echo", "tool:shell"]).status == "completed"
@@ -74,8 +74,8 @@ def test_a_denied_foreach_item_runs_nothing(run_yaml: Callable[..., RunResult], 
     """
     result = run_yaml(text, capabilities=["tool:echo"])
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "permission_denied"
-    assert "2 of 2 items failed" in result.error["message"] and "'tool:shell'" in result.error["message"]
+    assert result.error is not None and result.error.type == "permission_denied"
+    assert "2 of 2 items failed" in result.error.message and "'tool:shell'" in result.error.message
     assert list(tmp_path.iterdir()) == []
 
 
@@ -86,8 +86,8 @@ def test_the_deployments_default_capabilities_apply_when_none_are_given(
     graph = graph_of(shell_graph(marker))
     monkeypatch.setenv("GRAPHRUNNER_DEFAULT_CAPABILITIES", "tool:echo, graph:*")
     result = graph.invoke_sync()
-    assert result.error is not None and result.error["type"] == "permission_denied"
-    assert "['tool:echo', 'graph:*']" in result.error["message"]
+    assert result.error is not None and result.error.type == "permission_denied"
+    assert "['tool:echo', 'graph:*']" in result.error.message
     assert not marker.exists()
     assert graph.invoke_sync(capabilities=["*"]).status == "completed"  # explicit ones win
 
@@ -153,12 +153,12 @@ def test_a_child_needing_a_capability_its_parent_lacks_is_denied(tmp_path: Path)
     )
     result = load_graph(parent).invoke_sync(capabilities=["tool:echo", "graph:caps/*"])
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "permission_denied"
-    assert result.error["node"] == "sub"
-    assert "tool 'shell' needs capability 'tool:shell'" in result.error["message"]
+    assert result.error is not None and result.error.type == "permission_denied"
+    assert result.error.node == "sub"
+    assert "tool 'shell' needs capability 'tool:shell'" in result.error.message
     assert not marker.exists()
     denied_graph = load_graph(parent).invoke_sync(capabilities=["tool:*"])
-    assert denied_graph.error is not None and "'graph:caps/child'" in denied_graph.error["message"]
+    assert denied_graph.error is not None and "'graph:caps/child'" in denied_graph.error.message
 
 
 def test_a_graph_hook_the_run_may_not_dispatch_is_not_run(
@@ -227,9 +227,9 @@ def test_a_step_over_the_state_limit_fails_and_keeps_the_last_good_state(
     graph = graph_of(GROWING)
     result = asyncio.run(runner.invoke(graph, {"text": "x" * 600}))
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "limit_exceeded"
-    assert result.error["node"] == "big" and result.error["step"] == 2
-    message = result.error["message"]
+    assert result.error is not None and result.error.type == "limit_exceeded"
+    assert result.error.node == "big" and result.error.step == 2
+    message = result.error.message
     assert "node 'big'" in message and "over the limit of 1000 bytes" in message
     assert "GRAPHRUNNER_MAX_STATE_BYTES" in message
     assert result.state == {"log": ["small"]}  # the oversized state was never kept
@@ -244,7 +244,7 @@ def test_the_state_limit_comes_from_the_environment_in_process(
 ) -> None:
     monkeypatch.setenv("GRAPHRUNNER_MAX_STATE_BYTES", "1000")
     result = graph_of(GROWING).invoke_sync({"text": "y" * 600})
-    assert result.error is not None and result.error["type"] == "limit_exceeded"
+    assert result.error is not None and result.error.type == "limit_exceeded"
     assert result.state == {"log": ["small"]}
     with pytest.raises(
         LimitExceeded, match=r"the inputs of graph 'limits/grow' is .* over the limit of 1000"

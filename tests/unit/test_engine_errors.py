@@ -95,8 +95,8 @@ def test_error_mode_continue_completes_with_errors(run_yaml: Callable[..., RunRe
     """)
     assert result.status == "completed_with_errors"
     assert result.errors_suppressed == 1
-    assert result.errors[0]["node"] == "a" and result.errors[0]["step"] == 1
-    assert result.errors[0]["error"]["message"] == "nope"
+    assert result.errors[0].node == "a" and result.errors[0].step == 1
+    assert result.errors[0].error.message == "nope"
     assert result.state["log"] == ["b"]  # assign of the failed node is skipped
     assert result.path == ["a", "b"]
 
@@ -124,8 +124,8 @@ def test_node_timeout(run_yaml: Callable[..., RunResult]) -> None:
             retry: {max_attempts: 1}
     """)
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "timeout"
-    assert "timeout of 0.2s" in result.error["message"]
+    assert result.error is not None and result.error.type == "timeout"
+    assert "timeout of 0.2s" in result.error.message
 
 
 def test_max_steps_stops_a_cycle(run_yaml: Callable[..., RunResult]) -> None:
@@ -137,7 +137,7 @@ def test_max_steps_stops_a_cycle(run_yaml: Callable[..., RunResult]) -> None:
           a: {type: gate, assign: {n: "${state.n + 1}"}, next: a}
     """)
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "limit_exceeded"
+    assert result.error is not None and result.error.type == "limit_exceeded"
     assert result.step_count == 5
     assert result.state["n"] == 5
 
@@ -211,8 +211,8 @@ def test_env_requires_is_checked_before_the_first_step(
     """
     result = run_yaml(text)
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "env_missing"
-    assert "GRAPHRUNNER_TEST_TOKEN" in result.error["message"]
+    assert result.error is not None and result.error.type == "env_missing"
+    assert "GRAPHRUNNER_TEST_TOKEN" in result.error.message
     assert engine_targets.calls["ran"] == 0
     monkeypatch.setenv("GRAPHRUNNER_TEST_TOKEN", "x")
     assert run_yaml(text).status == "completed"
@@ -244,8 +244,8 @@ def test_declared_types_are_checked_at_exit(run_yaml: Callable[..., RunResult]) 
           a: {type: gate, assign: {count: "not a number"}}
     """)
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "state_validation_error"
-    assert "'count' must be integer" in result.error["message"]
+    assert result.error is not None and result.error.type == "state_validation_error"
+    assert "'count' must be integer" in result.error.message
 
 
 def test_edge_exception_from_a_condition(run_yaml: Callable[..., RunResult]) -> None:
@@ -257,5 +257,5 @@ def test_edge_exception_from_a_condition(run_yaml: Callable[..., RunResult]) -> 
           b: {type: gate}
     """)
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "edge_exception"
+    assert result.error is not None and result.error.type == "edge_exception"
     assert result.state["v"] == 1

@@ -89,7 +89,7 @@ FAILING_ITEMS = """
 def test_foreach_failing_items_fail_the_node(run_yaml: Callable[..., RunResult]) -> None:
     result = run_yaml(FAILING_ITEMS.replace("MODE", "fail").replace("TOLERATED", ""))
     assert result.status == "failed"
-    assert result.error is not None and "item 1" in result.error["message"]
+    assert result.error is not None and "item 1" in result.error.message
     assert engine_targets.calls["ok-2"] == 0  # a sequential foreach stops at the first failure
 
 
@@ -109,7 +109,7 @@ def test_foreach_error_mode_continue_suppresses_item_errors(run_yaml: Callable[.
     result = run_yaml(FAILING_ITEMS.replace("MODE", "continue").replace("TOLERATED", ""))
     assert result.status == "completed_with_errors"
     assert result.state["got"] == [0, 2, 4]
-    assert [e["error"]["index"] for e in result.errors] == [1, 3]
+    assert [e.error.index for e in result.errors] == [1, 3]
 
 
 def test_foreach_over_not_a_list_fails_naming_the_node(run_yaml: Callable[..., RunResult]) -> None:
@@ -124,7 +124,7 @@ def test_foreach_over_not_a_list_fails_naming_the_node(run_yaml: Callable[..., R
     )
     assert result.status == "failed"
     assert result.error is not None
-    assert "node 'each': over must resolve to a list, got str" in result.error["message"]
+    assert "node 'each': over must resolve to a list, got str" in result.error.message
 
 
 def test_subgraph_explicit_inputs_and_outputs(tmp_path: Path) -> None:
@@ -227,7 +227,7 @@ def test_subgraph_two_levels_and_max_depth(tmp_path: Path) -> None:
     )
     result = load_graph(self_ref).invoke_sync()
     assert result.status == "failed"
-    assert result.error is not None and "max_depth 3" in result.error["message"]
+    assert result.error is not None and "max_depth 3" in result.error.message
 
 
 def test_pause_then_resume_with_a_patch(graph_of: Callable[[str], Graph]) -> None:

@@ -78,7 +78,13 @@ def test_failure_without_handling_fails_with_state(graph_of: Callable[[str], Gra
     step = engine.complete(graph, snap, plan, ActionOutcome(failure=failure, attempts=2), NOW)
     final = step.snapshot
     assert final.status is RunStatus.FAILED
-    assert final.error == {"type": "node_exception", "message": "it broke", "node": "work", "step": 1}
+    assert final.error is not None
+    assert final.error.to_dict() == {
+        "type": "node_exception",
+        "message": "it broke",
+        "node": "work",
+        "step": 1,
+    }
     assert final.node == "work"  # kept, so the run can be resumed here
     assert final.state["_last_error"]["attempts"] == 2
     assert step.exception is not None and step.exception.state == final.state
@@ -91,7 +97,7 @@ def test_max_steps_is_a_limit_before_the_node_runs(graph_of: Callable[[str], Gra
     assert plan.kind == "limit"
     step = engine.complete(graph, snap, plan, NoOutcome(), NOW)
     assert step.snapshot.status is RunStatus.FAILED
-    assert step.snapshot.error is not None and step.snapshot.error["type"] == "limit_exceeded"
+    assert step.snapshot.error is not None and step.snapshot.error.type == "limit_exceeded"
     assert step.snapshot.step == 1
 
 
@@ -103,7 +109,7 @@ def test_capabilities_deny_before_dispatch(graph_of: Callable[[str], Graph]) -> 
     assert plan.failure.classification == "permission_denied"
     assert "tool:echo" in plan.failure.message
     step = engine.complete(graph, snap, plan, NoOutcome(), NOW)
-    assert step.snapshot.error is not None and step.snapshot.error["type"] == "permission_denied"
+    assert step.snapshot.error is not None and step.snapshot.error.type == "permission_denied"
 
 
 def test_snapshot_round_trips_through_json(graph_of: Callable[[str], Graph]) -> None:

@@ -24,8 +24,8 @@ def failed_with(result: RunResult, node: str, *parts: str) -> str:
     """The run failed at `node` with a message naming every one of `parts`."""
     assert result.status == "failed", result
     assert result.error is not None
-    assert result.error["node"] == node
-    message: str = result.error["message"]
+    assert result.error.node == node
+    message: str = result.error.message
     for part in parts:
         assert part in message, message
     return message
@@ -42,7 +42,7 @@ def test_action_params(run_yaml: Callable[..., RunResult]) -> None:
         ZERO,
     )
     message = failed_with(result, "a", "node 'a'", "params", f"'{DIVIDE}' failed: division by zero")
-    assert result.error is not None and result.error["type"] == "node_exception"
+    assert result.error is not None and result.error.type == "node_exception"
     assert message.startswith("node 'a': params: ")
 
 
@@ -84,7 +84,7 @@ def test_next_condition(run_yaml: Callable[..., RunResult]) -> None:
         ZERO,
     )
     failed_with(result, "a", "node 'a': next condition failed", f"'{DIVIDE} > 1' failed: division by zero")
-    assert result.error is not None and result.error["type"] == "edge_exception"
+    assert result.error is not None and result.error.type == "edge_exception"
 
 
 def test_foreach_over(run_yaml: Callable[..., RunResult]) -> None:
@@ -213,7 +213,7 @@ def test_error_mode_continue_records_failing_params(run_yaml: Callable[..., RunR
     assert result.status == "completed_with_errors"
     assert result.output == {"ok": True}
     [suppressed] = result.errors
-    assert suppressed["node"] == "a" and "division by zero" in suppressed["error"]["message"]
+    assert suppressed.node == "a" and "division by zero" in suppressed.error.message
 
 
 def test_cli_run_in_process_reports_the_expression(tmp_path: Path) -> None:

@@ -54,7 +54,7 @@ def test_reducer_error_names_field_reducer_node_and_keeps_pre_merge_state(
           a: {type: gate, assign: {log: not-a-list, other: 5}}
     """)
     assert result.status == "failed"
-    assert result.error is not None and result.error["type"] == "reducer_error"
+    assert result.error is not None and result.error.type == "reducer_error"
     with pytest.raises(ReducerError) as caught:
         result.raise_for_error()
     err = caught.value
@@ -74,7 +74,7 @@ def test_reducer_error_survives_without_the_exception_object(run_yaml: Callable[
           a: {type: gate, assign: {log: 5}}
     """)
     assert result.error is not None
-    assert (result.error["field"], result.error["reducer"]) == ("log", "append")
+    assert (result.error.field, result.error.reducer) == ("log", "append")
     with pytest.raises(ReducerError) as caught:
         replace(result, exception=None).raise_for_error()
     assert (caught.value.field, caught.value.reducer, caught.value.node) == ("log", "append", "a")

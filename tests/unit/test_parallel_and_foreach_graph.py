@@ -37,8 +37,8 @@ def test_fail_fast_cancels_the_other_branches_and_fails_the_node_naming_the_bran
     text = text.replace("outputs: {fast_hits: hits, log: log, winner: winner}", "outputs: {}")
     result = run(tmp_path, text)  # without cancellation it would sleep for 90 s
     assert result.status == "failed"
-    assert result.error["type"] == "node_exception" and result.error["node"] == "research"
-    assert "branch 'fast' (graph 'broken') ended failed: the source is down" in result.error["message"]
+    assert result.error.type == "node_exception" and result.error.node == "research"
+    assert "branch 'fast' (graph 'broken') ended failed: the source is down" in result.error.message
 
 
 def test_collect_runs_every_branch_merges_the_good_ones_and_lists_the_failures(tmp_path: Path) -> None:
@@ -69,7 +69,7 @@ def test_foreach_over_a_graph_tolerates_failed_items_and_an_empty_list_is_a_no_o
     tolerated = run(tmp_path, text, {"docs": ["a", "bad", "c"]})
     assert (tolerated.status, tolerated.state["summaries"]) == ("completed", ["0:a", "2:c"])
     failed = run(tmp_path, text, {"docs": ["bad", "bad"]})
-    assert failed.status == "failed" and "item 0 (graph 'summarise') ended failed" in failed.error["message"]
+    assert failed.status == "failed" and "item 0 (graph 'summarise') ended failed" in failed.error.message
     empty = run(tmp_path, text, {"docs": []})
     assert (empty.status, empty.state["summaries"]) == ("completed", [])
 
@@ -131,4 +131,4 @@ def test_a_foreach_takes_an_action_or_a_graph_not_both(tmp_path: Path) -> None:
 def test_over_that_is_not_a_list_fails_the_node_at_run_time(tmp_path: Path) -> None:
     text = FOREACH.replace("PARALLEL", "true").replace("docs: {type: list}", "docs: {}")
     result = run(tmp_path, text, {"docs": "abc"})
-    assert result.status == "failed" and "over must resolve to a list" in result.error["message"]
+    assert result.status == "failed" and "over must resolve to a list" in result.error.message

@@ -150,7 +150,7 @@ def test_generated_graphs_that_load_run_to_a_result(scratch: Path, doc: Any, inp
         assert str(exc)
         return
     assert result.status in ("completed", "completed_with_errors", "failed", "paused")
-    assert result.status != "failed" or (result.error is not None and result.error["message"])
+    assert result.status != "failed" or (result.error is not None and result.error.message)
 
 
 @fuzz(120)

@@ -95,7 +95,7 @@ def run(graph: Graph, inputs: Any, state: Any) -> None:
         return
     assert result.status in {"completed", "completed_with_errors", "failed", "paused"}
     if result.status == "failed":
-        assert result.error is not None and result.error["message"]
+        assert result.error is not None and result.error.message
 
 
 @fuzz(120)

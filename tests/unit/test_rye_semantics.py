@@ -178,7 +178,7 @@ def test_no_matching_branch_ends_a_rye_run_and_fails_a_graphrunner_run(tmp_path:
     assert (rye.status, rye.path, rye.state["x"]) == ("completed", ["first"], 1)
     native = run(load(native_file(tmp_path, nodes)))
     assert native.status == "failed"
-    assert "no branch of next matched" in native.error["message"]
+    assert "no branch of next matched" in native.error.message
 
 
 def test_inputs_are_seeded_into_the_state_of_a_rye_run_only(tmp_path: Path) -> None:
@@ -214,8 +214,8 @@ def test_a_rye_files_permissions_are_enforced_fail_closed(
     result = run(graph)
     assert result.status == status
     if status == "failed":
-        assert result.error["type"] == "permission_denied"
-        assert "rye.execute.tool.test.canned" in result.error["message"]
+        assert result.error.type == "permission_denied"
+        assert "rye.execute.tool.test.canned" in result.error.message
 
 
 def test_permissions_never_widen_the_runs_capabilities(tmp_path: Path) -> None:
@@ -225,7 +225,7 @@ def test_permissions_never_widen_the_runs_capabilities(tmp_path: Path) -> None:
         == "completed"
     )
     denied = graph.invoke_sync({}, capabilities=["rye.execute.tool.other.*"], registry=registry())
-    assert (denied.status, denied.error["type"]) == ("failed", "permission_denied")
+    assert (denied.status, denied.error.type) == ("failed", "permission_denied")
     with pytest.raises(InvalidCapabilities, match="unknown item_type 'tools'"):
         graph.invoke_sync({}, capabilities=["rye.execute.tools.x"], registry=registry())
 

@@ -116,9 +116,9 @@ def test_a_failing_node_is_reported_not_raised(graph: Graph) -> None:
     assert report.next_node is None
     assert report.executed_node == "explode" and report.step_count == 1
     assert report.error is not None
-    assert report.error["type"] == "node_exception"
-    assert report.error["node"] == "explode"
-    assert report.error["message"] == "the reactor is on fire"
+    assert report.error.type == "node_exception"
+    assert report.error.node == "explode"
+    assert report.error.message == "the reactor is on fire"
     assert report.state["_last_error"]["message"] == "the reactor is on fire"
     assert report.state["n"] == 3
 
@@ -127,7 +127,7 @@ def test_a_handled_error_routes_to_recovery(graph: Graph) -> None:
     report = single_step_sync(graph, "guarded")
     assert report.ok and report.status == "running"
     assert report.next_node == "small"  # on_error, not next
-    assert report.error is not None and report.error["message"] == "handled"
+    assert report.error is not None and report.error.message == "handled"
 
 
 def test_error_mode_continue_follows_next(graph_of: Callable[[str], Graph]) -> None:
@@ -140,19 +140,19 @@ def test_error_mode_continue_follows_next(graph_of: Callable[[str], Graph]) -> N
     """)
     report = single_step_sync(graph, "a")
     assert (report.status, report.next_node) == ("running", "b")
-    assert report.error is not None and report.error["message"] == "nope"
+    assert report.error is not None and report.error.message == "nope"
 
 
 def test_capabilities_are_checked(graph: Graph) -> None:
     report = single_step_sync(graph, "bump", capabilities=["tool:fail"])
     assert report.status == "failed"
-    assert report.error is not None and report.error["type"] == "permission_denied"
+    assert report.error is not None and report.error.type == "permission_denied"
 
 
 def test_without_capabilities_the_local_default_applies(graph: Graph) -> None:
     restricted = Settings(local_capabilities=("tool:fail",))
     report = single_step_sync(graph, "bump", settings=restricted)
-    assert report.error is not None and report.error["type"] == "permission_denied"
+    assert report.error is not None and report.error.type == "permission_denied"
     assert single_step_sync(graph, "bump", capabilities=["tool:echo"], settings=restricted).ok
 
 

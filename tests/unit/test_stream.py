@@ -16,7 +16,7 @@ from graphrunner import load_graph, parse_graph
 from graphrunner.cli.progress import format_step
 from graphrunner.errors import GraphrunnerError, WaitTimeout
 from graphrunner.services.records import MAX_CARRIED_BYTES
-from graphrunner.streaming import ResultEvent, StateEvent, StepEvent, StreamEvent
+from graphrunner.streaming import RecordEvent, ResultEvent, StateEvent, StreamEvent
 
 CONFORMANCE = Path(__file__).parents[1] / "conformance"
 RUNNABLE = [c for c in load_cases() if c.expected_compile_error is None]
@@ -48,8 +48,8 @@ def mc() -> Iterator[MemoryCluster]:
     cluster.close()
 
 
-def steps_of(events: list[StreamEvent]) -> list[StepEvent]:
-    return [e for e in events if isinstance(e, StepEvent)]
+def steps_of(events: list[StreamEvent]) -> list[RecordEvent]:
+    return [e for e in events if isinstance(e, RecordEvent)]
 
 
 # -- a cluster run ---------------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def test_values_follow_a_run_step_by_step(mc: MemoryCluster) -> None:
     assert first == StateEvent(run_id=run_id, step=0, node="first", status="running", state={"trail": []})
     mc.step()
     one = next(events)
-    assert isinstance(one, StepEvent) and (one.step, one.state) == (1, {"trail": ["first"]})
+    assert isinstance(one, RecordEvent) and (one.step, one.state) == (1, {"trail": ["first"]})
     mc.drive()
     rest = list(events)
     assert [e.state for e in steps_of(rest)] == [{"trail": ["first", "second"]}] * 2
@@ -103,12 +103,12 @@ def test_a_value_too_large_for_its_record_is_read_while_the_stream_keeps_up(mc: 
     assert isinstance(next(events), StateEvent)
     mc.step()
     first = next(events)
-    assert isinstance(first, StepEvent) and first.record["values_omitted"] == ["big"]
+    assert isinstance(first, RecordEvent) and first.record["values_omitted"] == ["big"]
     assert first.updates == {"big": BIG, "small": 1} and first.omitted == ()  # read: nothing came after
     assert first.state == {"big": BIG, "small": 1}
     mc.drive()
     second = next(events)
-    assert isinstance(second, StepEvent) and second.state == {"big": BIG, "small": 2}  # folded
+    assert isinstance(second, RecordEvent) and second.state == {"big": BIG, "small": 2}  # folded
     list(events)
 
 
@@ -128,7 +128,7 @@ def test_a_resume_patch_is_in_the_state_of_values(mc: MemoryCluster) -> None:
     assert isinstance(paused, StateEvent) and paused.status == "paused"
     mc.client.resume(run_id, {"approved": True})
     resumed = next(events)
-    assert isinstance(resumed, StepEvent) and resumed.status == "resumed"
+    assert isinstance(resumed, RecordEvent) and resumed.status == "resumed"
     assert resumed.updates == {"approved": True}  # a resume record carries keys only: read
     assert resumed.state == {"approved": True, "trail": []}
     mc.drive()
@@ -159,7 +159,7 @@ def test_a_stream_that_times_out_says_where_the_run_is(mc: MemoryCluster) -> Non
     run_id = submit(mc, NAP)
     mc.step()
     events = mc.client.stream(run_id, timeout=0.3)
-    assert isinstance(next(events), StepEvent)
+    assert isinstance(next(events), RecordEvent)
     with pytest.raises(WaitTimeout, match=r"did not finish within 0\.3s; it is running at step 1"):
         next(events)
 
@@ -207,7 +207,7 @@ def test_graph_astream_and_an_early_close() -> None:
 
     assert [e.step for e in steps_of(asyncio.run(first_two()))] == [1, 2]
     events = graph.stream()
-    assert isinstance(next(events), StepEvent)
+    assert isinstance(next(events), RecordEvent)
     events.close()  # the run is stopped, nothing is left pending
     with pytest.raises(GraphrunnerError, match="stream mode must be one of"):
         graph.stream(mode="debug")
@@ -225,7 +225,7 @@ def test_the_carried_values_rebuild_the_state_after_every_step(
     for event in graph.stream(mode="values"):
         if isinstance(event, StateEvent):
             folded = dict(event.state)
-        elif isinstance(event, StepEvent):
+        elif isinstance(event, RecordEvent):
             assert not event.record.get("values_omitted")
             folded |= event.record.get("changed_values") or {}
             assert folded == event.state, event.record

@@ -468,7 +468,7 @@ def test_a_run_gets_the_lists_of_its_settings(
     )
     result = graph.invoke_sync(capabilities=["tool:http"])
     assert result.status == "failed"
-    assert result.error is not None and "GRAPHRUNNER_HTTP_DENY entry '127.0.0.0/8'" in result.error["message"]
+    assert result.error is not None and "GRAPHRUNNER_HTTP_DENY entry '127.0.0.0/8'" in result.error.message
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,8 @@ import traceback_targets
 from memory_cluster import MemoryCluster, submit
 
 from graphrunner import RunResult, load_graph, parse_graph
-from graphrunner.cli.run import human_summary, progress_line
+from graphrunner.cli.progress import progress_line
+from graphrunner.cli.result import human_summary
 from graphrunner.cli.runs import status_lines
 from graphrunner.engine import RunStatus
 from graphrunner.services import StepServices
@@ -52,13 +53,13 @@ def step_errors(result: RunResult) -> list[dict[str, Any]]:
 def test_a_python_tool_keeps_the_frames_of_its_function(run_yaml: Callable[..., RunResult], fn: str) -> None:
     result = run_yaml(one_node(python(fn, "{x: 3}")))
     assert result.status == "failed" and result.error is not None
-    trace = result.error["traceback"]
+    trace = result.error.traceback
     assert trace.startswith("Traceback (most recent call last):")
     assert f", in {fn}\n" in trace and ", in check\n" in trace
     assert 'raise ValueError("I do not like 3")' in trace
     assert trace.endswith("ValueError: I do not like 3")
     assert "graphrunner" not in trace and "asyncio" not in trace  # how the tool was called is left out
-    assert result.error["message"] == f"{MOD}:{fn}: ValueError: I do not like 3"
+    assert result.error.message == f"{MOD}:{fn}: ValueError: I do not like 3"
     assert step_errors(result)[-1]["traceback"] == trace
     assert "traceback" not in result.state["_last_error"]  # state holds no traceback
 
@@ -66,37 +67,37 @@ def test_a_python_tool_keeps_the_frames_of_its_function(run_yaml: Callable[..., 
 def test_the_error_object_keeps_its_shape_plus_the_traceback(run_yaml: Callable[..., RunResult]) -> None:
     result = run_yaml(one_node(python("boom", "{x: 3}")))
     assert result.error is not None
-    assert set(result.error) == {"type", "message", "node", "step", "traceback"}
-    assert (result.error["type"], result.error["node"], result.error["step"]) == ("node_exception", "a", 1)
-    assert result.to_dict()["error"] == result.error
+    assert set(result.error.to_dict()) == {"type", "message", "node", "step", "traceback"}
+    assert (result.error.type, result.error.node, result.error.step) == ("node_exception", "a", 1)
+    assert result.to_dict()["error"] == result.error.to_dict()
 
 
 def test_a_tool_error_of_the_function_keeps_where_it_was_raised(run_yaml: Callable[..., RunResult]) -> None:
     result = run_yaml(one_node(python("refuse")))
-    assert result.error is not None and result.error["message"] == "not today"
-    assert ", in refuse\n" in result.error["traceback"]
+    assert result.error is not None and result.error.message == "not today"
+    assert ", in refuse\n" in result.error.traceback
 
 
 def test_a_module_that_fails_while_imported_keeps_its_own_frames(run_yaml: Callable[..., RunResult]) -> None:
     result = run_yaml(one_node('{tool: python, params: {fn: "traceback_unloadable:f"}}'))
-    assert result.error is not None and "raised LookupError: no settings file" in result.error["message"]
-    trace = result.error["traceback"]
+    assert result.error is not None and "raised LookupError: no settings file" in result.error.message
+    trace = result.error.traceback
     assert trace.splitlines()[1].endswith(", in <module>") and ", in settings\n" in trace
     assert "importlib" not in trace and trace.endswith("LookupError: no settings file")
 
 
 def test_a_module_that_is_not_there_has_no_traceback(run_yaml: Callable[..., RunResult]) -> None:
     result = run_yaml(one_node('{tool: python, params: {fn: "no_such_module_anywhere:f"}}'))
-    assert result.error is not None and "No module named 'no_such_module_anywhere'" in result.error["message"]
-    assert "traceback" not in result.error
+    assert result.error is not None and "No module named 'no_such_module_anywhere'" in result.error.message
+    assert "traceback" not in result.error.to_dict()
 
 
 def test_errors_without_an_exception_behind_them_have_no_traceback(
     run_yaml: Callable[..., RunResult],
 ) -> None:
     result = run_yaml(one_node('{tool: fail, params: {message: "no"}}'))
-    assert result.error is not None and "traceback" not in result.error
-    assert set(result.error) == {"type", "message", "node", "step"}
+    assert result.error is not None and "traceback" not in result.error.to_dict()
+    assert set(result.error.to_dict()) == {"type", "message", "node", "step"}
     assert all("traceback" not in e for e in step_errors(result))
 
 
@@ -104,8 +105,8 @@ def test_a_tool_with_a_bug_keeps_the_frames_from_its_run_on() -> None:
     registry = ToolRegistry([*BUILTIN_TOOLS, traceback_targets.Broken()])
     text = textwrap.dedent(one_node("{tool: test/broken}"))
     result = parse_graph(text, file="test.yaml", registry=registry).invoke_sync({}, registry=registry)
-    assert result.error is not None and result.error["message"] == "KeyError: 'missing'"
-    trace = result.error["traceback"]
+    assert result.error is not None and result.error.message == "KeyError: 'missing'"
+    trace = result.error.traceback
     assert trace.splitlines()[1].endswith(", in run") and "traceback_targets.py" in trace
     assert trace.endswith("KeyError: 'missing'")
 
@@ -115,9 +116,7 @@ def test_every_retried_attempt_keeps_its_traceback(run_yaml: Callable[..., RunRe
     result = run_yaml(one_node(python("down"), extra))
     retries = [r for r in result.steps if r["status"] == "retry"]
     assert len(retries) == 1 and ", in down\n" in retries[0]["error"]["traceback"]
-    assert result.error is not None and result.error["traceback"].endswith(
-        "ConnectionError: the remote is down"
-    )
+    assert result.error is not None and result.error.traceback.endswith("ConnectionError: the remote is down")
 
 
 def test_suppressed_errors_keep_the_traceback_in_the_transcript_only(
@@ -126,7 +125,7 @@ def test_suppressed_errors_keep_the_traceback_in_the_transcript_only(
     text = one_node(python("boom", "{x: 3}"), "    error_mode: continue")
     result = run_yaml(text)
     assert result.status == "completed_with_errors"
-    assert "traceback" not in result.errors[0]["error"]  # the run's `errors` stay small
+    assert result.errors[0].error.traceback is None  # the run's `errors` stay small
     assert ", in boom\n" in step_errors(result)[0]["traceback"]
 
 
@@ -151,8 +150,8 @@ def test_a_failing_foreach_keeps_its_first_failed_items_traceback(
     run_yaml: Callable[..., RunResult], parallel: bool
 ) -> None:
     result = run_yaml(FOREACH.replace("PARALLEL", str(parallel).lower()).replace("MODE", ""))
-    assert result.error is not None and "first, item 1" in result.error["message"]
-    assert ", in fail_on\n" in result.error["traceback"]
+    assert result.error is not None and "first, item 1" in result.error.message
+    assert ", in fail_on\n" in result.error.traceback
 
 
 def test_the_failed_items_a_foreach_puts_in_state_have_no_traceback(
@@ -173,8 +172,8 @@ def test_a_failing_subgraph_node_keeps_its_child_runs_traceback(tmp_path: Any) -
         "id: unit/tb-parent\nconfig: {start: sub}\nnodes:\n  sub: {type: subgraph, graph: unit/tb-child}\n"
     )
     result = load_graph(parent).invoke_sync({})
-    assert result.error is not None and "subgraph 'unit/tb-child' ended failed" in result.error["message"]
-    assert ", in boom\n" in result.error["traceback"]
+    assert result.error is not None and "subgraph 'unit/tb-child' ended failed" in result.error.message
+    assert ", in boom\n" in result.error.traceback
 
 
 def test_a_routing_function_that_raises_keeps_its_traceback(run_yaml: Callable[..., RunResult]) -> None:
@@ -186,9 +185,9 @@ def test_a_routing_function_that_raises_keeps_its_traceback(run_yaml: Callable[.
       b: {{type: return}}
     """
     result = run_yaml(text)
-    assert result.error is not None and result.error["type"] == "edge_exception"
-    assert ", in route_raises\n" in result.error["traceback"]
-    assert step_errors(result)[-1]["traceback"] == result.error["traceback"]
+    assert result.error is not None and result.error.type == "edge_exception"
+    assert ", in route_raises\n" in result.error.traceback
+    assert step_errors(result)[-1]["traceback"] == result.error.traceback
 
 
 def test_a_custom_reducer_that_raises_keeps_its_traceback(run_yaml: Callable[..., RunResult]) -> None:
@@ -200,8 +199,8 @@ def test_a_custom_reducer_that_raises_keeps_its_traceback(run_yaml: Callable[...
       a: {{action: {{tool: echo}}, assign: {{n: 1}}}}
     """
     result = run_yaml(text)
-    assert result.error is not None and result.error["type"] == "reducer_error"
-    assert ", in reducer_raises\n" in result.error["traceback"]
+    assert result.error is not None and result.error.type == "reducer_error"
+    assert ", in reducer_raises\n" in result.error.traceback
 
 
 def test_a_builtin_reducers_refusal_has_no_traceback(run_yaml: Callable[..., RunResult]) -> None:
@@ -213,8 +212,8 @@ def test_a_builtin_reducers_refusal_has_no_traceback(run_yaml: Callable[..., Run
       a: {action: {tool: echo}, assign: {xs: "${1}"}}
     """
     result = run_yaml(text)
-    assert result.error is not None and result.error["type"] == "reducer_error"
-    assert "traceback" not in result.error
+    assert result.error is not None and result.error.type == "reducer_error"
+    assert "traceback" not in result.error.to_dict()
 
 
 # -- the cap ------------------------------------------------------------------------------------------
@@ -265,8 +264,8 @@ def test_the_cluster_keeps_the_same_traceback_as_the_in_process_runner(
     snap = mc.snap(run_id)
     local = run_yaml(text)
     assert snap.error is not None and local.error is not None
-    assert snap.error["traceback"] == local.error["traceback"]
-    assert mc.records(run_id)[-1]["error"]["traceback"] == local.error["traceback"]
+    assert snap.error.traceback == local.error.traceback
+    assert mc.records(run_id)[-1]["error"]["traceback"] == local.error.traceback
 
 
 def test_the_worker_logs_a_failed_step_in_one_warning_line_and_its_traceback_at_info(
@@ -311,8 +310,9 @@ def test_an_unexpected_exception_on_the_worker_keeps_its_traceback(mc: MemoryClu
     run_id = submit(mc, textwrap.dedent(one_node("{tool: echo}")))
     assert mc.step(executor).outcome == "failed_unexpectedly"
     error = mc.snap(run_id).error
-    assert error is not None and error["traceback"].endswith("ZeroDivisionError: division by zero")
-    assert ", in finish\n" in error["traceback"] and ", in _execute\n" in error["traceback"]
+    assert error is not None and error.traceback is not None
+    assert error.traceback.endswith("ZeroDivisionError: division by zero")
+    assert ", in finish\n" in error.traceback and ", in _execute\n" in error.traceback
 
 
 # -- a pause node's message ---------------------------------------------------------------------------
@@ -398,7 +398,7 @@ def test_a_pause_message_that_cannot_be_rendered_fails_the_run_naming_it(
 ) -> None:
     result = run_yaml(TEMPLATED.replace("${state.n}", "${state.n / 0}"))
     assert result.status == "failed" and result.error is not None
-    assert result.error["node"] == "ask" and result.error["message"].startswith("node 'ask': message: ")
+    assert result.error.node == "ask" and result.error.message.startswith("node 'ask': message: ")
 
 
 # -- what the CLI prints ------------------------------------------------------------------------------

@@ -143,4 +143,4 @@ def test_the_example_graph_fails_on_bad_params_with_the_tools_message() -> None:
     result = load_graph(GRAPH).invoke_sync({"title": "x", "max_length": 0})
     assert (result.status, result.path) == ("failed", ["slug"])
     assert result.error is not None
-    assert "tool 'example.slugify' got bad params: max_length" in result.error["message"]
+    assert "tool 'example.slugify' got bad params: max_length" in result.error.message
