@@ -14,7 +14,7 @@ import statistics
 import time
 from typing import Any
 
-from graphrunner.cluster.steps.item_runner import call_payload
+from graphrunner.cluster.runs.items import call_payload
 from graphrunner.cluster.transport.messages import ItemMessage
 from graphrunner.cluster.transport.signing import Signer
 from graphrunner.engine import ActionCall

@@ -48,10 +48,9 @@ class Wait(BaseModel):
         if isinstance(data, Wait):
             return data
         kind = data.get("kind")
-        model = Wait.KINDS.get(kind) if isinstance(kind, str) else None
-        if model is None:
-            raise UnknownWait(f"a suspended step waits on an unknown kind of wait {kind!r}")
-        return model.model_validate(data)
+        if not isinstance(kind, str):
+            raise UnknownWait(f"a suspended step's wait names no kind: {data!r:.200}")
+        return Wait.KINDS.get(kind, UnregisteredWait).model_validate(data)
 
     @model_serializer(mode="wrap")
     def _compact(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -64,6 +63,11 @@ class Wait(BaseModel):
             or getattr(self, name) != fields[name].get_default(call_default_factory=True)
         }
 
+    def deadline(self, now: float, stall_after: float) -> float:
+        """When the sweeper should look at a run suspended on this wait if nothing happens (epoch
+        s): `stall_after` after now, or after `due`."""
+        return (now if self.due is None else max(now, self.due)) + stall_after
+
     def remaining(self, now: float | None = None) -> float:
         """Seconds until `due` (0 when due, or when it has no due time)."""
         if self.due is None:
@@ -73,3 +77,11 @@ class Wait(BaseModel):
     def but(self, **changes: Any) -> Self:
         """A copy with `changes` (of the same kind; not validated: pass the fields' own types)."""
         return self.model_copy(update=changes)
+
+
+class UnregisteredWait(Wait):
+    """A stored wait of a kind no module of this process defines (a reader that never imported
+    the cluster's kinds, or a newer version's kind): kept as stored, so it shows and round-trips;
+    a worker that must act on it refuses it (`UnknownWait`)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")

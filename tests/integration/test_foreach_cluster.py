@@ -21,7 +21,7 @@ from worker_procs import WorkerProcess
 
 from graphrunner import Graph, RunResult, engine, parse_graph
 from graphrunner.client import Client, RunHandle
-from graphrunner.cluster.steps.item_runner import call_payload
+from graphrunner.cluster.runs.items import call_payload
 from graphrunner.cluster.transport.messages import ITEM_TASK, ItemMessage, StepMessage
 from graphrunner.cluster.transport.signing import Signer
 from graphrunner.cluster.worker.runtime import WorkerRuntime

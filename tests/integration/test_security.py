@@ -19,7 +19,7 @@ from support import wait_for
 
 from graphrunner import Graph, engine, parse_graph
 from graphrunner.client import Client
-from graphrunner.cluster.steps.item_runner import call_payload
+from graphrunner.cluster.runs.items import call_payload
 from graphrunner.cluster.transport.messages import ITEM_TASK
 from graphrunner.cluster.transport.signing import Signer
 from graphrunner.cluster.worker.runtime import WorkerRuntime

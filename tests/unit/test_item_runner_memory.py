@@ -11,14 +11,14 @@ import pytest
 import redis
 from memory_cluster import LINEAR, MemoryCluster, submit
 
-from graphrunner.cluster.steps import redeliveries
-from graphrunner.cluster.steps.item_runner import (
+from graphrunner.cluster.runs.items import (
     ItemRecord,
     call_payload,
     failed_record,
     outcome_of,
     record_of,
 )
+from graphrunner.cluster.steps import redeliveries
 from graphrunner.cluster.transport.messages import ItemMessage
 from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome
 from graphrunner.errors import StoreUnavailable

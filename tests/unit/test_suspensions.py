@@ -12,7 +12,7 @@ from typing import Any
 import engine_targets
 import pytest
 
-from graphrunner.cluster.steps.item_runner import call_from, call_payload, outcome_of, record_of
+from graphrunner.cluster.runs.items import call_from, call_payload, outcome_of, record_of
 from graphrunner.cluster.transport.messages import ItemMessage, StepMessage
 from graphrunner.cluster.waits.foreach import ForeachWait
 from graphrunner.cluster.waits.timers import RetryWait

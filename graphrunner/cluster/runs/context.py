@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from graphrunner.cluster.runs.graphs import GraphCache
 from graphrunner.cluster.transport.messages import Outgoing
 from graphrunner.cluster.transport.publisher import Publisher
-from graphrunner.cluster.waits.base import deadline  # and, with it, every kind of wait
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import ConfigurationError
@@ -25,7 +24,7 @@ from graphrunner.store import Created, Fence, RedisStore, Store
 if TYPE_CHECKING:
     from celery import Celery
 
-    from graphrunner.cluster.steps.item_runner import ItemRecord
+    from graphrunner.cluster.runs.items import ItemRecord
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ class Cluster:
         """Commit `new` if the run is at `fence`, with its records and the messages that follow
         (in the same write), and the sweeper's progress deadline; False when fenced off."""
         sends = self.publisher.encode_all(outs)
-        progress = deadline(new, self.settings.stall_after)
+        progress = self.deadline(new)
         encoded = [r.to_json() for r in records]
         committed = self.store.commit(fence, new, encoded, walked, sends, progress)
         if not committed.committed:
@@ -96,11 +95,20 @@ class Cluster:
         """Create the run with its first step's message (unless it waits for its concurrency
         key) and the sweeper's progress deadline, in one write; publish it when it was created."""
         first = [self.publisher.step(snap, graph)] if snap.status is RunStatus.RUNNING else []
-        progress = deadline(snap, self.settings.stall_after)
+        progress = self.deadline(snap)
         created = self.store.create_run(snap, fingerprint, self.publisher.encode_all(first), progress)
         if created.created:
             self.publisher.flush(snap.run_id)
         return created
+
+    def deadline(self, snap: RunSnapshot) -> float | None:
+        """When the sweeper should look at `snap` if nothing else happens (epoch s): STALL_AFTER
+        from now, or as its wait says; None when the run is not running (nothing to look at)."""
+        if snap.status is not RunStatus.RUNNING:
+            return None
+        if snap.wait is None:
+            return time.time() + self.settings.stall_after
+        return snap.wait.deadline(time.time(), self.settings.stall_after)
 
     def save_item(self, run_id: str, tag: str, index: int, record: ItemRecord) -> None:
         """Record item `index` of the foreach `tag`; the run has made progress."""

@@ -13,7 +13,7 @@ from graphrunner.engine.waiting import Wait
 from graphrunner.services.records import AnyRecord
 
 if TYPE_CHECKING:
-    from graphrunner.cluster.steps.item_runner import ItemRecord
+    from graphrunner.cluster.runs.items import ItemRecord
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ from typing import Any
 from graphrunner import engine
 from graphrunner.cluster.runs import operations
 from graphrunner.cluster.runs.context import Cluster
+from graphrunner.cluster.runs.items import outcome_of
 from graphrunner.cluster.steps import redeliveries
 from graphrunner.cluster.steps.decisions import Checkpoint, Collect, Complete, Decision, Idle, Poll, Suspend
-from graphrunner.cluster.steps.item_runner import outcome_of
 from graphrunner.cluster.steps.redeliveries import infrastructure
 from graphrunner.cluster.transport.messages import Outgoing, StepMessage
 from graphrunner.cluster.waits.base import Context, Step, fresh, kind_of

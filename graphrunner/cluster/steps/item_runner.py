@@ -15,19 +15,16 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict, PlainValidator, model_serializer
-
+from graphrunner.cluster.runs.items import ItemRecord, call_from, failed_record, record_of
 from graphrunner.cluster.steps import redeliveries
 from graphrunner.cluster.steps.redeliveries import infrastructure
 from graphrunner.cluster.transport.messages import ITEM_TASK, ItemMessage, Outgoing
 from graphrunner.cluster.worker.heartbeat import Heartbeats
 from graphrunner.cluster.worker.loops import ThreadLoops
-from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome, ItemOutcome
+from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome
 from graphrunner.engine.capabilities import denied
-from graphrunner.model import RetryPolicy
 from graphrunner.services import Deferred, StepServices
 from graphrunner.tools import ToolContext
 from graphrunner.tracebacks import format_traceback
@@ -37,82 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("graphrunner.worker")
 STATUS_TTL = 0.5  # seconds an item task trusts the run status it last read (cancel reaches items this late)
-
-
-def call_payload(call: ActionCall) -> dict[str, Any]:
-    """An `ActionCall` as JSON for an item message (the signed wire form: `call_from` reads it)."""
-    data = asdict(call)
-    data["retry"] = [p.model_dump(mode="json") for p in call.retry]
-    return data
-
-
-def call_from(payload: dict[str, Any]) -> ActionCall:
-    """The `ActionCall` of an item message (as `call_payload` wrote it)."""
-    retry = tuple(RetryPolicy.model_validate(p) for p in payload.get("retry", ()))
-    return ActionCall(**{**payload, "retry": retry})
-
-
-def _failure(value: Any) -> ActionFailure:
-    """An item's stored error (as `ActionFailure.to_dict` wrote it) as the failure."""
-    return value if isinstance(value, ActionFailure) else ActionFailure.from_dict(value or {})
-
-
-class ItemRecord(BaseModel):
-    """What is stored for one foreach item: its result or its failure, and the attempts it took.
-
-    Stored as `{ok, attempts, result | error, cache_hit}` (`error` as `ActionFailure.to_dict`
-    writes it, `cache_hit` only when true): the form items in flight were recorded in.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-    ok: bool = False
-    attempts: int = 1
-    result: Any = None
-    error: Annotated[ActionFailure, PlainValidator(_failure)] | None = None
-    cache_hit: bool = False
-
-    @model_serializer
-    def _stored(self) -> dict[str, Any]:
-        record: dict[str, Any] = {"ok": self.ok, "attempts": self.attempts}
-        if self.error is not None:
-            record["error"] = self.error.to_dict()
-        else:
-            record["result"] = self.result
-        if self.cache_hit:
-            record["cache_hit"] = True
-        return record
-
-    def outcome(self) -> ActionOutcome:
-        """The item's outcome (a failed record without its error fails as `permanent`)."""
-        if self.ok:
-            return ActionOutcome(self.result, attempts=self.attempts, cache_hit=self.cache_hit)
-        return ActionOutcome(failure=_failure(self.error), attempts=self.attempts)
-
-
-def record_of(outcome: ActionOutcome) -> ItemRecord:
-    """What is stored for one item."""
-    result = outcome.result if outcome.ok else None
-    return ItemRecord(
-        ok=outcome.ok,
-        attempts=outcome.attempts,
-        result=result,
-        error=outcome.failure,
-        cache_hit=outcome.cache_hit,
-    )
-
-
-def failed_record(failure: ActionFailure) -> ItemRecord:
-    """The record of an item that could not be dispatched (bad params, capability denied, poison)."""
-    return record_of(ActionOutcome(failure=failure))
-
-
-def outcome_of(index: int, item: Any, record: dict[str, Any] | None) -> ItemOutcome:
-    """An item's outcome from its stored record (as the store's `load_items` returns it)."""
-    if record is None:
-        failure = ActionFailure("permanent", f"item {index}: its result is missing", "MissingItemResult")
-        return ItemOutcome(index, item, ActionOutcome(failure=failure))
-    return ItemOutcome(index, item, ItemRecord.model_validate(record).outcome())
 
 
 class ItemRunner:

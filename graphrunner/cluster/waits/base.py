@@ -18,20 +18,19 @@ The life of a wait, method by method (each a documented default below):
 - `sends`: what the suspending commit sends with it; `after_commit`: what is done after it;
 - `after_step`: what follows a step taken on the wait that ended or lost a race;
 - `takes_over`: whether a message of an earlier phase may take the step over;
-- `repair`, `deadline`: what the sweeper sends again, and when it looks;
+- `repair`: what the sweeper sends again (when it looks is the wait model's `deadline`);
 - `children`, `kept`: the child runs the wait holds open (cancel), and the id prefix of those
   an attempt of the step keeps (resume, an error hook's retry).
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from graphrunner.cluster.steps.decisions import Complete, Decision, Suspend
 from graphrunner.compiled import CompiledGraph
-from graphrunner.engine import NoOutcome, RunSnapshot, RunStatus, StepPlan, UnknownWait, Wait
+from graphrunner.engine import NoOutcome, RunSnapshot, StepPlan, UnknownWait, Wait
 
 if TYPE_CHECKING:
     from graphrunner.cluster.runs.context import Cluster
@@ -122,10 +121,6 @@ class WaitKind(Generic[W]):
         missing: by default the step's message, when it was lost."""
         return resend_step(cluster, snap)
 
-    def deadline(self, wait: W, now: float, stall_after: float) -> float:
-        """When the sweeper should look at a run on `wait` if nothing happens (epoch s)."""
-        return (now if wait.due is None else max(now, wait.due)) + stall_after
-
     def children(self, wait: W) -> list[str]:
         """The run ids of the child runs `wait` holds open (a cancel cancels them too)."""
         return []
@@ -172,17 +167,6 @@ def latest(snap: RunSnapshot) -> str:
     if snap.error is not None and snap.error.node == snap.node and snap.children:
         return snap.children[-1]  # failed at it: its child runs were the last
     return ""
-
-
-def deadline(snap: RunSnapshot, stall_after: float, now: float | None = None) -> float | None:
-    """When the sweeper should look at `snap` if nothing else happens (epoch s); None when the
-    run is not running (nothing to look at)."""
-    if snap.status is not RunStatus.RUNNING:
-        return None
-    now = time.time() if now is None else now
-    if snap.wait is None:
-        return now + stall_after
-    return kind_of(snap.wait).deadline(snap.wait, now, stall_after)
 
 
 # -- what repairs send ---------------------------------------------------------------------------------

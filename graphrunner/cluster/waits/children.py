@@ -85,6 +85,10 @@ class ChildrenWait(Wait):
     prior: str = ""
     kept: tuple[str, ...] = ()
 
+    def deadline(self, now: float, stall_after: float) -> float:
+        """Seldom: the children are swept themselves, and wake the step when they end."""
+        return now + CHILD_CHECKS * stall_after
+
     def run_of(self, key: str, *, earlier: bool = False) -> str:
         """The run id of the child `key` (of the earlier attempt's, `earlier`)."""
         return f"{self.prior if earlier else self.child}.{key}"
@@ -215,10 +219,6 @@ class Children(WaitKind[ChildrenWait]):
             wake(cluster, snap)
             return "woke_parent"
         return None
-
-    def deadline(self, wait: ChildrenWait, now: float, stall_after: float) -> float:
-        """Seldom: the children are swept themselves, and wake the step when they end."""
-        return now + CHILD_CHECKS * stall_after
 
     def children(self, wait: ChildrenWait) -> list[str]:
         """The open children."""

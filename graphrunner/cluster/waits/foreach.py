@@ -16,8 +16,8 @@ import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
 from graphrunner import engine
+from graphrunner.cluster.runs.items import ItemRecord, call_payload, failed_record
 from graphrunner.cluster.steps.decisions import Collect, Decision, Poll, Suspend
-from graphrunner.cluster.steps.item_runner import ItemRecord, call_payload, failed_record
 from graphrunner.cluster.waits.base import Context, Step, WaitKind, queued, wake
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import ActionFailure, RunSnapshot, Wait

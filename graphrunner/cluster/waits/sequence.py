@@ -16,8 +16,8 @@ import uuid
 from typing import Any, Literal
 
 from graphrunner import engine
+from graphrunner.cluster.runs.items import record_of
 from graphrunner.cluster.steps.decisions import Checkpoint, Collect, Decision, Suspend
-from graphrunner.cluster.steps.item_runner import record_of
 from graphrunner.cluster.waits.base import Context, Step, WaitKind
 from graphrunner.cluster.waits.foreach import parallel
 from graphrunner.engine import ActionFailure, ActionOutcome, Wait

@@ -1,0 +1,93 @@
+"""A foreach item as a run keeps it: its call on the wire, and its stored record.
+
+The call an item message carries (`call_payload`, read back by `call_from`) is the form the
+worker that derives it signs (`transport/signing.py`). An item's outcome is stored as an
+`ItemRecord` under its index until the foreach collects it (`Cluster.save_item`, the store's
+`load_items`), by the item task or by a step that runs items one at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, PlainValidator, model_serializer
+
+from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome, ItemOutcome
+from graphrunner.model import RetryPolicy
+
+
+def call_payload(call: ActionCall) -> dict[str, Any]:
+    """An `ActionCall` as JSON for an item message (the signed wire form: `call_from` reads it)."""
+    data = asdict(call)
+    data["retry"] = [p.model_dump(mode="json") for p in call.retry]
+    return data
+
+
+def call_from(payload: dict[str, Any]) -> ActionCall:
+    """The `ActionCall` of an item message (as `call_payload` wrote it)."""
+    retry = tuple(RetryPolicy.model_validate(p) for p in payload.get("retry", ()))
+    return ActionCall(**{**payload, "retry": retry})
+
+
+def _failure(value: Any) -> ActionFailure:
+    """An item's stored error (as `ActionFailure.to_dict` wrote it) as the failure."""
+    return value if isinstance(value, ActionFailure) else ActionFailure.from_dict(value or {})
+
+
+class ItemRecord(BaseModel):
+    """What is stored for one foreach item: its result or its failure, and the attempts it took.
+
+    Stored as `{ok, attempts, result | error, cache_hit}` (`error` as `ActionFailure.to_dict`
+    writes it, `cache_hit` only when true): the form items in flight were recorded in.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    ok: bool = False
+    attempts: int = 1
+    result: Any = None
+    error: Annotated[ActionFailure, PlainValidator(_failure)] | None = None
+    cache_hit: bool = False
+
+    @model_serializer
+    def _stored(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"ok": self.ok, "attempts": self.attempts}
+        if self.error is not None:
+            record["error"] = self.error.to_dict()
+        else:
+            record["result"] = self.result
+        if self.cache_hit:
+            record["cache_hit"] = True
+        return record
+
+    def outcome(self) -> ActionOutcome:
+        """The item's outcome (a failed record without its error fails as `permanent`)."""
+        if self.ok:
+            return ActionOutcome(self.result, attempts=self.attempts, cache_hit=self.cache_hit)
+        return ActionOutcome(failure=_failure(self.error), attempts=self.attempts)
+
+
+def record_of(outcome: ActionOutcome) -> ItemRecord:
+    """What is stored for one item."""
+    result = outcome.result if outcome.ok else None
+    return ItemRecord(
+        ok=outcome.ok,
+        attempts=outcome.attempts,
+        result=result,
+        error=outcome.failure,
+        cache_hit=outcome.cache_hit,
+    )
+
+
+def failed_record(failure: ActionFailure) -> ItemRecord:
+    """The record of an item that could not be dispatched (bad params, capability denied, poison)."""
+    return record_of(ActionOutcome(failure=failure))
+
+
+def outcome_of(index: int, item: Any, record: dict[str, Any] | None) -> ItemOutcome:
+    """An item's outcome from its stored record (as the store's `load_items` returns it)."""
+    if record is None:
+        failure = ActionFailure("permanent", f"item {index}: its result is missing", "MissingItemResult")
+        return ItemOutcome(index, item, ActionOutcome(failure=failure))
+    return ItemOutcome(index, item, ItemRecord.model_validate(record).outcome())
