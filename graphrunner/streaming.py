@@ -36,17 +36,6 @@ CARRIED = ("changed_values", "values_omitted")  # record fields a RecordEvent sh
 WAIT_SLICE_MS = 1000  # a follower blocks on the transcript this long, then reads the run's status
 PIN_TRIES = 20  # mode `values` reads the state between two commits of a busy run this often
 SETTLED = frozenset(RunStatus) - {RunStatus.PENDING, RunStatus.RUNNING}  # finished or paused
-# What a timed-out wait says a suspended step waits for, by its wait's kind: the one table of
-# the kinds outside the cluster (graphrunner/cluster/waits defines them); an unknown kind is named.
-WAITS = {
-    "retry": "a retry backoff",
-    "timer": "a durable timer (a sleep or a poll)",
-    "restart": "its step to start again",
-    "foreach": "its foreach items",
-    "items": "its foreach items",
-    "child": "its child run",
-    "kids": "its child runs (branches or foreach children)",
-}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -285,8 +274,7 @@ class TranscriptStream:
             return "it no longer exists"
         where = f"it is {snap.status.value} at step {snap.step + 1}"
         where += f" (node '{snap.node}')" if snap.node else ""
-        kind = snap.wait.kind if snap.wait is not None else None
-        return where + (f", waiting on {WAITS.get(kind, kind)}" if kind else "")
+        return where + (f", waiting on {snap.wait.describe()}" if snap.wait is not None else "")
 
     def _settled(self) -> bool:
         """The run has finished or paused; raises `RunNotFound`."""

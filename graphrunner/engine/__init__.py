@@ -18,6 +18,7 @@ from graphrunner.engine.outcomes import (
     NoOutcome,
     Outcome,
     ParallelOutcome,
+    Retried,
 )
 from graphrunner.engine.plan import BranchStart, StepPlan, item_call, item_child, prepare
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
@@ -39,6 +40,7 @@ __all__ = [
     "Outcome",
     "ParallelOutcome",
     "ParentLink",
+    "Retried",
     "RunFailure",
     "RunSnapshot",
     "RunStatus",

@@ -56,6 +56,15 @@ class ActionFailure:
 
 
 @dataclass(frozen=True)
+class Retried:
+    """A failed attempt of an action that was tried again `retry_in_s` seconds later."""
+
+    attempt: int
+    failure: ActionFailure
+    retry_in_s: float
+
+
+@dataclass(frozen=True)
 class ActionOutcome:
     """An action's result, or its failure after retries, and any control answer of a hook."""
 
@@ -64,7 +73,7 @@ class ActionOutcome:
     attempts: int = 1
     cache_hit: bool = False
     control: Control | None = None
-    retries: tuple[dict[str, Any], ...] = ()  # the failed attempts that were retried
+    retries: tuple[Retried, ...] = ()  # the failed attempts that were retried
 
     @property
     def ok(self) -> bool:

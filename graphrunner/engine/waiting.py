@@ -30,6 +30,7 @@ class Wait(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     KINDS: ClassVar[dict[str, type[Wait]]] = {}
+    waiting_for: ClassVar[str] = ""  # what a run suspended on it waits for, in words
 
     kind: str
     hook_round: int = 0
@@ -62,6 +63,10 @@ class Wait(BaseModel):
             or name not in fields
             or getattr(self, name) != fields[name].get_default(call_default_factory=True)
         }
+
+    def describe(self) -> str:
+        """What a run suspended on this wait waits for, in words (for a wait that timed out)."""
+        return self.waiting_for or f"a wait of kind {self.kind!r}"
 
     def deadline(self, now: float, stall_after: float) -> float:
         """When the sweeper should look at a run suspended on this wait if nothing happens (epoch

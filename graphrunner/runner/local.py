@@ -24,6 +24,7 @@ from graphrunner.engine import (
     NoOutcome,
     Outcome,
     ParallelOutcome,
+    Retried,
     RunFailure,
     RunSnapshot,
     RunStatus,
@@ -109,9 +110,9 @@ class LocalRunner:
 
     async def _step(
         self, graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan
-    ) -> tuple[StepResult, tuple[dict[str, Any], ...]]:
+    ) -> tuple[StepResult, tuple[Retried, ...]]:
         """Do the step's I/O and complete it; error hooks may answer retry (the step runs again)."""
-        retries: tuple[dict[str, Any], ...] = ()
+        retries: tuple[Retried, ...] = ()
         for hook_round in range(MAX_HOOK_RETRIES + 1):
             outcome = await self._execute(graph, snap, plan)
             retries += getattr(outcome, "retries", ())

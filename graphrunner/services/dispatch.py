@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome
+from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome, Retried
 from graphrunner.errors import PermissionDenied, ToolError, UnknownTool
 from graphrunner.limits import data_problem
 from graphrunner.model import RetryPolicy
@@ -68,7 +68,7 @@ class Deferred:
     kind: str
     delay: float
     attempt: int
-    retries: tuple[dict[str, Any], ...] = ()
+    retries: tuple[Retried, ...] = ()
     result: Any = None
 
     @property
@@ -136,7 +136,7 @@ async def dispatch(
         hit, value = cache.cache.cache_get(cache.digest)
         if hit:
             return ActionOutcome(result=value, attempts=0, cache_hit=True)
-    retries: list[dict[str, Any]] = []
+    retries: list[Retried] = []
     while True:
         try:
             ctx = replace(context, attempt=attempt, timeout=call.timeout)
@@ -154,7 +154,7 @@ async def dispatch(
         if policy is None or attempt >= policy.max_attempts:
             return ActionOutcome(failure=failure, attempts=attempt, retries=tuple(retries))
         delay = retry_delay(policy, attempt)
-        retries.append({"attempt": attempt, "error": failure.to_dict(), "retry_in_s": round(delay, 3)})
+        retries.append(Retried(attempt, failure, round(delay, 3)))
         if delay > inline_wait:
             return Deferred("retry", delay, attempt + 1, tuple(retries))
         await sleep(delay)

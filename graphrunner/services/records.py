@@ -25,7 +25,7 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from graphrunner.engine import StepEvent, StepPlan, StepResult
+from graphrunner.engine import Retried, StepEvent, StepPlan, StepResult
 from graphrunner.engine.failures import RunFailure
 from graphrunner.limits import data_problem
 
@@ -352,16 +352,16 @@ def error_of(record: AnyRecord) -> RunFailure | None:
     return None
 
 
-def retry_records(plan: StepPlan, retries: tuple[dict[str, Any], ...], worker: str) -> list[RetryRecord]:
+def retry_records(plan: StepPlan, retries: tuple[Retried, ...], worker: str) -> list[RetryRecord]:
     """One record per failed attempt that was retried."""
     at = utcnow().isoformat()
     return [
         RetryRecord(
             step=plan.step,
             node=plan.node,
-            attempts=r["attempt"],
-            error=r["error"],
-            retry_in_s=r["retry_in_s"],
+            attempts=r.attempt,
+            error=r.failure.to_run_failure(),
+            retry_in_s=r.retry_in_s,
             at=at,
             worker=worker,
         )

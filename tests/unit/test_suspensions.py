@@ -54,8 +54,8 @@ def test_short_retry_waits_are_slept_and_every_failed_attempt_is_reported() -> N
     engine_targets.reset()
     outcome = run(dispatch(default_registry(), flaky_call("short", 2, 0.0), CONTEXT, inline_wait=1.0))
     assert outcome.ok and outcome.attempts == 3
-    assert [r["attempt"] for r in outcome.retries] == [1, 2]
-    assert outcome.retries[0]["error"]["error_type"] == "ConnectionError"
+    assert [r.attempt for r in outcome.retries] == [1, 2]
+    assert outcome.retries[0].failure.error_type == "ConnectionError"
 
 
 def test_a_long_retry_wait_comes_back_deferred_and_goes_on_from_its_attempt() -> None:

@@ -52,3 +52,12 @@ def test_when_the_sweeper_looks_is_the_waits_to_say() -> None:
     assert RetryWait(due=100.0).deadline(now=50.0, stall_after=10.0) == 110.0
     assert RetryWait(due=10.0).deadline(now=50.0, stall_after=10.0) == 60.0
     assert KidsWait(child="r.3").deadline(now=50.0, stall_after=10.0) > 60.0  # seldom: kids are swept
+
+
+@pytest.mark.parametrize(("stored", "model"), STORED, ids=[s["kind"] for s, _ in STORED])
+def test_every_kind_says_what_a_run_on_it_waits_for(stored: dict, model: type) -> None:
+    assert model.model_validate(stored).describe() == model.waiting_for != ""
+
+
+def test_an_unknown_kind_is_described_by_its_name() -> None:
+    assert Wait.parse({"kind": "tomorrow"}).describe() == "a wait of kind 'tomorrow'"

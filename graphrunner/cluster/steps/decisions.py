@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from graphrunner.engine import Outcome
+from graphrunner.engine import Outcome, Retried
 from graphrunner.engine.waiting import Wait
 from graphrunner.services.records import AnyRecord
 
@@ -22,7 +22,7 @@ class Complete:
 
     outcome: Outcome
     hook_round: int = 0
-    retries: tuple[dict[str, Any], ...] = ()
+    retries: tuple[Retried, ...] = ()
 
 
 @dataclass(frozen=True)

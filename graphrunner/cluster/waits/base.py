@@ -78,15 +78,18 @@ class Step:
 
 
 class WaitKind(Generic[W]):
-    """One kind of wait. Subclasses name the models they keep (`waits`) and are registered."""
+    """One kind of wait. Subclasses name the models they keep (`waits`) and the kinds of step plan
+    they may start (`plans`: `action`, `foreach`, ...), and are registered."""
 
     waits: ClassVar[tuple[type[Wait], ...]] = ()
+    plans: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.waits:
             kind = cls()
-            KINDS.append(kind)
+            for plan in cls.plans:
+                BY_PLAN.setdefault(plan, []).append(kind)
             for model in cls.waits:
                 BY_MODEL[model] = kind
 
@@ -130,7 +133,7 @@ class WaitKind(Generic[W]):
         return ""
 
 
-KINDS: list[WaitKind[Any]] = []
+BY_PLAN: dict[str, list[WaitKind[Any]]] = {}
 BY_MODEL: dict[type[Wait], WaitKind[Any]] = {}
 
 
@@ -143,10 +146,10 @@ def kind_of(wait: Wait) -> WaitKind[Any]:
 
 
 async def fresh(ctx: Context, step: Step, hook_round: int = 0, prior: str = "") -> Decision:
-    """How a step with no wait starts: the kind whose plan it is decides; a plan of no kind (or
-    a failed plan) completes at once."""
+    """How a step with no wait starts: the kind whose plan it is decides (the kinds that may start
+    a plan of its kind are asked in turn); a plan of no kind (or a failed plan) completes at once."""
     if step.plan.failure is None:
-        for kind in KINDS:
+        for kind in BY_PLAN.get(step.plan.kind, ()):
             decision = await kind.start(ctx, step, hook_round, prior)
             if decision is not None:
                 return decision

@@ -102,11 +102,15 @@ class ChildrenWait(Wait):
 class KidsWait(ChildrenWait):
     """A keyed set: the branches of a parallel node, or the items of a foreach over a graph."""
 
+    waiting_for: ClassVar[str] = "its child runs (branches or foreach children)"
+
     kind: Literal["kids"] = "kids"
 
 
 class ChildWait(ChildrenWait):
     """A subgraph's set of one: its child run is `child` itself (no key)."""
+
+    waiting_for: ClassVar[str] = "its child run"
 
     KEYED: ClassVar[bool] = False
 
@@ -127,6 +131,7 @@ class ChildWait(ChildrenWait):
 class Children(WaitKind[ChildrenWait]):
     """A subgraph node, a parallel node, a foreach over a graph: a set of child runs."""
 
+    plans = frozenset({"subgraph", "parallel", "foreach"})
     waits = (KidsWait, ChildWait)
 
     async def start(self, ctx: Context, step: Step, hook_round: int, prior: str) -> Decision | None:

@@ -13,7 +13,7 @@ again, or its join when every item has its record.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from graphrunner import engine
 from graphrunner.cluster.runs.items import ItemRecord, call_payload, failed_record
@@ -34,6 +34,8 @@ POLL_SECONDS = 1.0  # how often a join that fired before every item was recorded
 class ForeachWait(Wait):
     """Parallel items `[next, upto)` of `total` have been sent; their results are under `tag`."""
 
+    waiting_for: ClassVar[str] = "its foreach items"
+
     kind: Literal["foreach"] = "foreach"
     tag: str = ""
     total: int = 0
@@ -44,6 +46,7 @@ class ForeachWait(Wait):
 class Foreach(WaitKind[ForeachWait]):
     """A parallel foreach of actions over two or more items."""
 
+    plans = frozenset({"foreach"})
     waits = (ForeachWait,)
 
     async def start(self, ctx: Context, step: Step, hook_round: int, prior: str) -> Decision | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from graphrunner import engine
 from graphrunner.cluster.runs.items import record_of
@@ -31,6 +31,8 @@ class ItemsWait(Wait):
     """Items run one at a time in a task: item `next` of `total` is the next to run (from its
     `attempt`, or its durable `timer`, when it waited); `failed` so far; results under `tag`."""
 
+    waiting_for: ClassVar[str] = "its foreach items"
+
     kind: Literal["items"] = "items"
     tag: str = ""
     total: int = 0
@@ -43,6 +45,7 @@ class ItemsWait(Wait):
 class Items(WaitKind[ItemsWait]):
     """A foreach of actions whose items run in the step's own task."""
 
+    plans = frozenset({"foreach"})
     waits = (ItemsWait,)
 
     async def start(self, ctx: Context, step: Step, hook_round: int, prior: str) -> Decision | None:

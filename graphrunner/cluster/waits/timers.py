@@ -11,7 +11,7 @@ hook round, keeping the child runs of the attempt before it that completed (`pri
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from graphrunner.cluster.steps.decisions import Complete, Decision, Suspend
 from graphrunner.cluster.waits.base import Context, Step, WaitKind, fresh, latest
@@ -23,12 +23,16 @@ from graphrunner.services.records import AnyRecord, SleepRecord, retry_records, 
 class RetryWait(Wait):
     """The action waits for its retry backoff (`due`), then tries attempt `attempt`."""
 
+    waiting_for: ClassVar[str] = "a retry backoff"
+
     kind: Literal["retry"] = "retry"
     attempt: int = 1
 
 
 class TimerWait(Wait):
     """The action sleeps durably until `due`; then `timer` (its result) stands for attempt `attempt`."""
+
+    waiting_for: ClassVar[str] = "a durable timer (a sleep or a poll)"
 
     kind: Literal["timer"] = "timer"
     attempt: int = 1
@@ -39,6 +43,8 @@ class RestartWait(Wait):
     """The step starts again as round `hook_round` (an error hook's retry, a resume), keeping the
     completed child runs of the attempt whose ids start with `prior`."""
 
+    waiting_for: ClassVar[str] = "its step to start again"
+
     kind: Literal["restart"] = "restart"
     prior: str = ""
 
@@ -46,6 +52,7 @@ class RestartWait(Wait):
 class Timers(WaitKind[RetryWait | TimerWait | RestartWait]):
     """An action step, its retry backoffs and durable sleeps, and a step that starts again."""
 
+    plans = frozenset({"action"})
     waits = (RetryWait, TimerWait, RestartWait)
 
     async def start(self, ctx: Context, step: Step, hook_round: int, prior: str) -> Decision | None:
