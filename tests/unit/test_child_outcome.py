@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graphrunner.cluster.waits.children import outcome_of
+from graphrunner.cluster.runs.children import outcome_of
 from graphrunner.engine import RunSnapshot, RunStatus
 
 PARENT = RunSnapshot(run_id="p", graph_id="parent", capabilities=("tool:*", "graph:*"))

@@ -19,6 +19,8 @@ items in item order).
 - A failing branch (fail_fast) or a foreach past its tolerance cancels the kids still open;
   every commit is fenced, so a wake-up that lost the race changes nothing (and looks again).
 - A child whose capabilities are not its parent's (a run that took its id) is never trusted.
+
+The child runs themselves (ids, first snapshots, how one ended) are `cluster/runs/children.py`.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from graphrunner import engine
+from graphrunner.cluster.runs import children as child_runs
 from graphrunner.cluster.runs import operations
-from graphrunner.cluster.runs.graphs import GraphCache
 from graphrunner.cluster.runs.ids import fingerprint
 from graphrunner.cluster.steps.decisions import Complete, Decision, Idle, Suspend
 from graphrunner.cluster.waits.base import Context, Step, WaitKind, open_children, queued, wake
@@ -47,7 +49,7 @@ from graphrunner.engine import (
     StepPlan,
     Wait,
 )
-from graphrunner.engine.failures import ParentLink, RunFailure
+from graphrunner.engine.failures import RunFailure
 from graphrunner.engine.snapshot import FINISHED
 from graphrunner.engine.step import foreach_fails
 from graphrunner.errors import CancelError, GraphrunnerError, RunNotFound
@@ -147,14 +149,18 @@ class Children(WaitKind[ChildrenWait]):
         if error is not None:
             return Complete(_all_failed(step, keys, ChildOutcome("failed", error=error)), hook_round)
         model = ChildWait if plan.kind == "subgraph" else KidsWait
-        base = _base(snap, plan.step)
-        firsts = _firsts(ctx.graphs, step, base, keys, ctx.services.max_state_bytes)
+        base = child_runs.base_id(snap, plan.step)
+        firsts = child_runs.firsts(
+            ctx.graphs, graph, snap, step.plan, base, keys, ctx.services.max_state_bytes
+        )
         bad = tuple((keys.index(k), f) for k, f in firsts.items() if isinstance(f, str))
         wait = model(hook_round=hook_round, child=base, open=(), total=len(keys), upto=0, bad=bad)
         if prior and model.KEYED:
             wait = wait.but(prior=prior)
             kept = tuple(
-                k for k, f in firsts.items() if _same_kid(ctx.store, snap, wait.run_of(k, earlier=True), f)
+                k
+                for k, f in firsts.items()
+                if child_runs.completed_same(ctx.store, snap, wait.run_of(k, earlier=True), f)
             )
             wait = wait.but(kept=kept)
         opened, upto = _refill(keys, wait, _window(step, keys, ctx.chunk))
@@ -172,7 +178,7 @@ class Children(WaitKind[ChildrenWait]):
         store, snap = ctx.store, step.snap
         named = wait.key_of(woken_by)
         candidates = ([named] if named in wait.open else []) if named is not None else _finished(store, wait)
-        ends = {key: _end(store, snap, wait.run_of(key)) for key in candidates}
+        ends = {key: child_runs.end(store, snap, wait.run_of(key)) for key in candidates}
         done = {k: e for k, e in ends.items() if e is not None}
         if not done:
             return Idle()  # a stray or repeated wake-up: the open children wake the parent again
@@ -244,35 +250,6 @@ def keys_of(plan: StepPlan) -> list[str]:
     return [""]
 
 
-def first(
-    graphs: GraphCache,
-    graph: CompiledGraph,
-    snap: RunSnapshot,
-    plan: StepPlan,
-    run_id: str,
-    phase: int,
-    max_state_bytes: int | None,
-) -> tuple[CompiledGraph, RunSnapshot]:
-    """The child graph and the first snapshot of child run `run_id` of the subgraph `plan`, linked
-    to the step of `snap` at `phase`; raises `GraphrunnerError`."""
-    assert plan.child_graph is not None
-    child = graphs.child(graph, plan.child_graph)
-    inputs, state = child.split_child_values(plan.child_values or {})
-    begun = engine.begin(  # exactly the parent's capabilities: a child never widens them
-        child,
-        inputs,
-        run_id=run_id,
-        state=state,
-        capabilities=snap.capabilities,
-        depth=snap.depth + 1,
-        max_state_bytes=max_state_bytes,
-    )
-    parent = ParentLink(
-        run_id=snap.run_id, step=snap.step, phase=phase, graph_id=snap.graph_id, node=snap.node
-    )
-    return child, begun.model_copy(update={"parent": parent})
-
-
 def create(
     cluster: Cluster, graph: CompiledGraph, snap: RunSnapshot, wait: ChildrenWait, keys: Sequence[str]
 ) -> None:
@@ -280,12 +257,14 @@ def create(
 
     Every one is created before the first error of the store or broker is raised (for a requeue:
     what was created but not sent waits in its run's outbox for the sweeper)."""
-    step = Step(graph, snap, engine.prepare(graph, snap, utcnow()))
+    plan = engine.prepare(graph, snap, utcnow())
     limit = cluster.settings.max_state_bytes
     trouble: GraphrunnerError | None = None
     for key in keys:
         try:
-            child, begun = _first(cluster.graphs, step, wait.run_of(key), key, limit)
+            child, begun = child_runs.first_of(
+                cluster.graphs, graph, snap, plan, wait.run_of(key), key, limit
+            )
         except (GraphrunnerError, ValueError):  # checked at start: it cannot fail here
             continue
         try:
@@ -303,29 +282,7 @@ def cancel_open(cluster: Cluster, snap: RunSnapshot, reason: str) -> None:
             operations.cancel(cluster, run_id, reason=reason)
 
 
-def outcome_of(snap: RunSnapshot, child: RunSnapshot) -> ChildOutcome | None:
-    """How the child run of the parent `snap` ended, or None while it runs. A child whose
-    capabilities are not its parent's (a run that took its id) is never trusted: it failed."""
-    if not child.status.finished:
-        return None
-    if child.capabilities != snap.capabilities:
-        message = f"child run {child.run_id} has capabilities {list(child.capabilities)}, not its parent's"
-        return ChildOutcome("failed", error=RunFailure(type="permission_denied", message=message))
-    return ChildOutcome(child.status.value, dict(child.state), child.output, child.error)
-
-
 # -- helpers -------------------------------------------------------------------------------------------
-
-
-def child_run_id(snap: RunSnapshot, step: int, phase: int) -> str:
-    """`<parent>.<step>`, and `.<phase>` when the step runs its subgraph again."""
-    return f"{snap.run_id}.{step}" if phase <= 1 else f"{snap.run_id}.{step}.{phase}"
-
-
-def _base(snap: RunSnapshot, step: int) -> str:
-    """The id prefix of this step's children: `<run>.<step>`, made unique when the step ran before."""
-    base = child_run_id(snap, step, snap.phase + 1)
-    return base if base not in snap.children else f"{base}.r{len(snap.children)}"
 
 
 def _look_again(cluster: Cluster, run_id: str) -> None:
@@ -352,59 +309,6 @@ def _finished(store: Store, wait: ChildrenWait) -> list[str]:
     return [key for key, fields in zip(wait.open, statuses, strict=True) if fields.get("status") in ENDED]
 
 
-def _same_kid(store: Store, snap: RunSnapshot, run_id: str, first: RunSnapshot | str) -> bool:
-    """True when `run_id`, a kid of an earlier attempt of this step, completed and would run the
-    same graph with the same inputs now: it is kept instead of run again."""
-    kid = store.load_run(run_id)
-    if kid is None or isinstance(first, str) or kid.parent is None or kid.parent.run_id != snap.run_id:
-        return False
-    if (kid.graph_hash, kid.inputs) != (first.graph_hash, first.inputs):
-        return False
-    end = _end(store, snap, run_id)
-    return end is not None and end.ok
-
-
-def _first(
-    graphs: GraphCache, step: Step, run_id: str, key: str, limit: int | None
-) -> tuple[CompiledGraph, RunSnapshot]:
-    """Child `key`'s graph and first snapshot, linked to the step of `step.snap` at its phase (the
-    phase that waits for it); raises `GraphrunnerError`, or `ValueError` when its inputs fail."""
-    graph, snap, plan = step.graph, step.snap, step.plan
-    if plan.kind == "parallel":
-        branch = next(b for b in plan.branches if b.name == key)
-        plan = StepPlan(
-            plan.node, plan.step, "subgraph", child_graph=branch.graph, child_values=branch.values
-        )
-    elif plan.kind == "foreach":
-        assert plan.items is not None and plan.child_graph is not None
-        index = int(key)
-        values = engine.item_child(graph.nodes[plan.node], snap, index, plan.items[index], utcnow())
-        if isinstance(values, ActionFailure):
-            raise ValueError(values.message)
-        plan = StepPlan(plan.node, plan.step, "subgraph", child_graph=plan.child_graph, child_values=values)
-    return first(graphs, graph, snap, plan, run_id, snap.phase, limit)
-
-
-def _firsts(
-    graphs: GraphCache, step: Step, base: str, keys: list[str], limit: int | None
-) -> dict[str, RunSnapshot | str]:
-    """Each child's first snapshot, or why it cannot start (its inputs fail, its graph refuses them)."""
-    firsts: dict[str, RunSnapshot | str] = {}
-    for key in keys:
-        run_id = f"{base}.{key}" if key else base
-        try:
-            firsts[key] = _first(graphs, step, run_id, key, limit)[1]
-        except (GraphrunnerError, ValueError) as exc:
-            firsts[key] = str(exc)
-    return firsts
-
-
-def _end(store: Store, snap: RunSnapshot, run_id: str) -> ChildOutcome | None:
-    """How child `run_id` ended, or None while it runs (or is not created yet)."""
-    kid = store.load_run(run_id)
-    return None if kid is None else outcome_of(snap, kid)
-
-
 def _loaded(
     store: Store,
     snap: RunSnapshot,
@@ -420,7 +324,7 @@ def _loaded(
     for position in range(wait.upto):
         key = keys[position]
         if position not in bad:
-            end = known.get(key) or _end(store, snap, wait.run_of(key, earlier=key in wait.kept))
+            end = known.get(key) or child_runs.end(store, snap, wait.run_of(key, earlier=key in wait.kept))
             if end is not None:
                 ends[key] = end
     return ends
