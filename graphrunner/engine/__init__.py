@@ -23,7 +23,8 @@ from graphrunner.engine.outcomes import (
 from graphrunner.engine.plan import BranchStart, StepPlan, item_call, item_child, prepare
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
 from graphrunner.engine.start import begin, missing_env, resume, too_deep
-from graphrunner.engine.step import StepResult, complete
+from graphrunner.engine.step import complete
+from graphrunner.engine.stepping import StepResult
 from graphrunner.engine.waiting import UnknownWait, Wait
 
 __all__ = [

@@ -31,7 +31,7 @@ from graphrunner.engine import (
     StepPlan,
     StepResult,
 )
-from graphrunner.engine.step import foreach_fails
+from graphrunner.engine.stepping import foreach_fails
 from graphrunner.errors import GraphrunnerError, RunError
 from graphrunner.model import ForeachNode, ParallelNode
 from graphrunner.results import RunResult

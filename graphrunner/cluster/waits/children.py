@@ -51,7 +51,7 @@ from graphrunner.engine import (
 )
 from graphrunner.engine.failures import RunFailure
 from graphrunner.engine.snapshot import FINISHED
-from graphrunner.engine.step import foreach_fails
+from graphrunner.engine.stepping import foreach_fails
 from graphrunner.errors import CancelError, GraphrunnerError, RunNotFound
 from graphrunner.model import ForeachNode, ParallelNode
 from graphrunner.services.records import utcnow

@@ -21,7 +21,7 @@ from graphrunner.cluster.steps.decisions import Checkpoint, Collect, Decision, S
 from graphrunner.cluster.waits.base import Context, Step, WaitKind
 from graphrunner.cluster.waits.foreach import parallel
 from graphrunner.engine import ActionFailure, ActionOutcome, Wait
-from graphrunner.engine.step import foreach_fails
+from graphrunner.engine.stepping import foreach_fails
 from graphrunner.model import ForeachNode
 from graphrunner.services import Deferred, tool_context
 from graphrunner.services.records import utcnow
