@@ -27,9 +27,9 @@ from graphrunner.loading import load_graph
 from graphrunner.results import RunResult
 from graphrunner.runner.single import StepReport, single_step_sync
 from graphrunner.settings import Settings
-from graphrunner.store import RunPage, RunQuery, RunSummary
+from graphrunner.store import RunPage, RunQuery, RunSummary, existing_run
 from graphrunner.store.query import TimeBound
-from graphrunner.streaming import StreamEvent, TranscriptStream, check_mode, load_run
+from graphrunner.streaming import StreamEvent, TranscriptStream, check_mode
 
 
 class Client:
@@ -243,7 +243,7 @@ class RunHandle:
 
     def snapshot(self) -> RunSnapshot:
         """The run's current snapshot; raises `RunNotFound`."""
-        return load_run(self.client.store, self.id, with_path=True)
+        return existing_run(self.client.store, self.id, with_path=True)
 
     def status(self) -> str:
         """The run's status: pending, running, paused, completed, ..."""

@@ -181,14 +181,6 @@ class Fold:
         return self.base
 
 
-def load_run(store: Store, run_id: str, with_path: bool = False) -> RunSnapshot:
-    """Run `run_id` as `store` holds it; raises `RunNotFound`."""
-    snap = store.load_run(run_id, with_path=with_path)
-    if snap is None:
-        raise RunNotFound(f"no run with id {run_id!r}")
-    return snap
-
-
 class TranscriptStream:
     """A cluster run's transcript, followed in its store as it commits, until the run settles.
 
@@ -214,7 +206,7 @@ class TranscriptStream:
             for i, entry in enumerate(batch):
                 records.append(entry.record)
                 yield self._event(entry, at_head=i == len(batch) - 1, fold=fold)
-        yield ResultEvent(RunResult.from_snapshot(load_run(self.store, self.run_id, with_path=True), records))
+        yield ResultEvent(RunResult.from_snapshot(self._load(with_path=True), records))
 
     def batches(self, after: str, timeout: float | None) -> Iterator[list[StepEntry]]:
         """The transcript entries after stream id `after`, as they are committed, until the run
@@ -264,8 +256,14 @@ class TranscriptStream:
     def _state_after(self, entry_id: str) -> RunSnapshot | None:
         """The run as it was right after transcript record `entry_id` (`0-0`: before any), or
         None when a record was committed after it (a commit writes its state and records at once)."""
-        snap = load_run(self.store, self.run_id)
+        snap = self._load()
         return None if self.store.steps(self.run_id, entry_id, count=1) else snap
+
+    def _load(self, *, with_path: bool = False) -> RunSnapshot:
+        """The run as the store holds it; raises `RunNotFound`."""
+        from graphrunner.store.base import existing_run  # the store (redis-py) only once following
+
+        return existing_run(self.store, self.run_id, with_path=with_path)
 
     def _where(self) -> str:
         """Where the run is, for a wait that timed out: status, step, node and what it waits for."""

@@ -11,6 +11,7 @@ from graphrunner.store.base import (
     Sent,
     StepEntry,
     Store,
+    existing_run,
     now_ms,
 )
 from graphrunner.store.query import Cursor, RunPage, RunQuery, RunSummary
@@ -32,5 +33,6 @@ __all__ = [
     "Sent",
     "StepEntry",
     "Store",
+    "existing_run",
     "now_ms",
 ]

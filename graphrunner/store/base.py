@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from graphrunner.engine import RunSnapshot
+from graphrunner.errors import RunNotFound
 from graphrunner.store.query import RunPage, RunQuery, RunSummary
 
 VERSIONS_KEPT = 100  # a graph id's index of stored versions keeps the newest this many
@@ -260,3 +261,11 @@ class Store(RunStore, MessageStore, ItemStore, LivenessStore, KeyStore, CacheSto
     def ping(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+def existing_run(store: Store, run_id: str, *, with_path: bool = False) -> RunSnapshot:
+    """Run `run_id` as `store` holds it (with its path, `with_path`); raises `RunNotFound`."""
+    snap = store.load_run(run_id, with_path=with_path)
+    if snap is None:
+        raise RunNotFound(f"no run with id {run_id!r}")
+    return snap

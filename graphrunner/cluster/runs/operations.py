@@ -18,21 +18,13 @@ from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import CancelError, ResumeError, RunNotFound, RunRefused
 from graphrunner.services.records import AdmitRecord, CancelRecord, ResumeRecord, parse, utcnow
-from graphrunner.store import Fence, Store, now_ms
+from graphrunner.store import Fence, Store, existing_run, now_ms
 
 if TYPE_CHECKING:
     from graphrunner.cluster.runs.context import Cluster
     from graphrunner.graph import Graph
 
 TRIES = 50  # a busy run moves between our read and our commit: read and try again this often
-
-
-def load(store: Store, run_id: str) -> RunSnapshot:
-    """The run's snapshot; raises `RunNotFound`."""
-    snap = store.load_run(run_id)
-    if snap is None:
-        raise RunNotFound(f"no run with id {run_id!r}")
-    return snap
 
 
 def idle_seconds(fields: dict[str, str], now: int) -> float:
@@ -92,7 +84,7 @@ def cancel(cluster: Cluster, run_id: str, reason: str = "cancelled by request") 
     Raises `RunNotFound`, or `CancelError` for a finished run.
     """
     for _ in range(TRIES):
-        snap = load(cluster.store, run_id)
+        snap = existing_run(cluster.store, run_id)
         if snap.status.finished:
             raise CancelError(f"run {run_id} has already finished ({snap.status.value}); nothing to cancel")
         final = snap.model_copy(update={"status": RunStatus.CANCELLED, "wait": None})
@@ -139,7 +131,7 @@ def resume(
     if patch is not None and not isinstance(patch, Mapping):
         raise ResumeError(f"a state patch must be a mapping of field to value, got {type(patch).__name__}")
     store = cluster.store
-    snap = load(store, run_id)
+    snap = existing_run(store, run_id)
     _check_resumable(cluster, snap)
     graph = cluster.graphs.get(snap.graph_hash) if upgrade is None else _re_pin(cluster, snap, upgrade)
     at = _as_paused(store, snap)  # a paused run that was cancelled goes on past its pause
