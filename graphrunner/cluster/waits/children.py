@@ -141,8 +141,8 @@ class Children(WaitKind[ChildrenWait]):
         a subgraph's child), or complete it when none can start. When the step ran before (a
         resume, an error hook's retry), a kid that completed then is kept, not run again."""
         plan = step.plan
-        if plan.kind not in ("subgraph", "parallel") and (plan.kind != "foreach" or plan.child_graph is None):
-            return None
+        if plan.kind == "foreach" and plan.child_graph is None:
+            return None  # a foreach of actions
         graph, snap = step.graph, step.snap
         keys = keys_of(plan)
         error = engine.too_deep(graph, snap)

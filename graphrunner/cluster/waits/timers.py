@@ -56,9 +56,7 @@ class Timers(WaitKind[RetryWait | TimerWait | RestartWait]):
     waits = (RetryWait, TimerWait, RestartWait)
 
     async def start(self, ctx: Context, step: Step, hook_round: int, prior: str) -> Decision | None:
-        """Dispatch the node's action from its first attempt."""
-        if step.plan.kind != "action":
-            return None
+        """Dispatch the node's action from its first attempt (every plan it is asked for is one)."""
         return await act(ctx, step, RetryWait(hook_round=hook_round))
 
     async def join(
