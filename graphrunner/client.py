@@ -30,6 +30,7 @@ from graphrunner.settings import Settings
 from graphrunner.store import RunPage, RunQuery, RunSummary, existing_run
 from graphrunner.store.query import TimeBound
 from graphrunner.streaming import StreamEvent, TranscriptStream, check_mode
+from graphrunner.telemetry import propagation
 
 
 class Client:
@@ -82,6 +83,7 @@ class Client:
         capabilities: Sequence[str] | None = None,
         concurrency_key: str | None = None,
         when_busy: str = "queue",
+        traceparent: str | None = None,
     ) -> RunHandle:
         """Start a run of `graph` (a Graph, a file or a graph id); the same run id starts one run.
 
@@ -95,10 +97,18 @@ class Client:
         graph version, inputs, state, capabilities or key raises `RunConflict`. The run's
         record and its first step's message are written at once: a submitted run never
         waits for a message that was lost.
+
+        The run's spans form one OpenTelemetry trace under the caller's current span (a web
+        request's, when the application traces), or under `traceparent` (a W3C header value)
+        when given; an invalid `traceparent` is ignored (W3C), and the run starts a trace of its own.
         """
         if when_busy not in ("queue", "refuse"):
             raise GraphrunnerError(f"when_busy must be 'queue' or 'refuse', got {when_busy!r}")
         key = check_concurrency_key(concurrency_key)
+        if traceparent is not None and not propagation.valid_traceparent(traceparent):
+            raise GraphrunnerError(
+                f"traceparent {traceparent!r:.80} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
+            )
         loaded = graph if isinstance(graph, Graph) else load_graph(graph, settings=self.settings)
         run_id = check_run_id(run_id) if run_id is not None else uuid.uuid4().hex
         caps = self.settings.default_capabilities if capabilities is None else capabilities
@@ -106,7 +116,9 @@ class Client:
         snap = engine.begin(
             loaded, inputs, run_id=run_id, state=state, capabilities=caps, max_state_bytes=limit
         )
-        snap = snap.model_copy(update={"concurrency_key": key})
+        snap = snap.model_copy(
+            update={"concurrency_key": key, "trace": propagation.at_submit(run_id, traceparent)}
+        )
         self.cluster.graphs.put(loaded)
         identity = fingerprint(loaded, snap.inputs, snap.capabilities, key, state=state)
         admitting = key is not None and not self.store.run_fields(run_id)  # a resubmit takes no key

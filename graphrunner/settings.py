@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from graphrunner.errors import ConfigurationError
 
@@ -12,6 +13,7 @@ SINGLE_REDIS = ("redis://", "rediss://", "unix://")
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}  # and the scheme of each node
 
 QUEUE_TYPES = ("classic", "quorum")  # GRAPHRUNNER_QUEUE_TYPE
+LOG_FORMATS = ("text", "json")  # GRAPHRUNNER_LOG_FORMAT
 AMQP_SCHEMES = ("amqp", "amqps", "pyamqp", "pyamqps", "librabbitmq")
 RABBITMQ_CONSUMER_TIMEOUT = 1800  # seconds: RabbitMQ's default `consumer_timeout` (30 min)
 
@@ -78,6 +80,19 @@ def _written_patterns(name: str) -> tuple[str, ...] | None:
     return tuple(p.strip() for p in raw.split(",") if p.strip())
 
 
+def _url_template(name: str, placeholder: str) -> str | None:
+    """An http(s) URL template that holds `placeholder`; unset or blank is None."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    parts = urlsplit(raw)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{name} must be an http:// or https:// URL, got {raw!r}")
+    if placeholder not in raw:
+        raise ValueError(f"{name} must contain {placeholder} (where the link puts it), got {raw!r}")
+    return raw
+
+
 def _path(name: str) -> Path | None:
     raw = os.environ.get(name, "").strip()
     return Path(raw) if raw else None
@@ -118,6 +133,8 @@ class Settings:
     http_deny: tuple[str, ...] = ()  # hosts and CIDRs it may never reach, besides link-local and metadata
     ui_users: Path | None = None  # the run explorer's users file: logins, passwords, capabilities
     signing_key: str | None = None  # the key item messages are signed with (else one kept in Redis)
+    log_format: str = "text"  # text | json: how a worker writes its log lines
+    trace_url: str | None = None  # the explorer's link to a run's trace: a URL with {trace_id} ({run_id})
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -160,6 +177,8 @@ class Settings:
             http_deny=_patterns("GRAPHRUNNER_HTTP_DENY", ()),
             ui_users=_path("GRAPHRUNNER_UI_USERS"),
             signing_key=os.environ.get("GRAPHRUNNER_SIGNING_KEY", "").strip() or None,
+            log_format=_choice("GRAPHRUNNER_LOG_FORMAT", LOG_FORMATS, cls.log_format),
+            trace_url=_url_template("GRAPHRUNNER_TRACE_URL", "{trace_id}"),
         )
 
     def with_redis(self, url: str) -> Settings:

@@ -316,6 +316,7 @@ class StoreContract:
         assert ids(store.list_runs(status="failed", graph_id="g/one")) == ["run-1"]
         assert ids(store.list_runs(status="failed", graph_id="g/two")) == []
         assert [r.status for r in store.list_runs(graph_id="g/one")] == ["failed"]
+        assert [store.count_runs(s) for s in ("running", "paused", "failed", "pending")] == [1, 0, 1, 0]
 
     def test_a_finished_run_expires_after_the_retention(self, make_store: StoreFactory) -> None:
         store = make_store(retention_seconds=1)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from graphrunner.errors import GraphNotFound, GraphValidationError
+from graphrunner.errors import ConfigurationError, GraphNotFound, GraphValidationError
 from graphrunner.limits import MAX_DEPTH
 from graphrunner.report import ValidationReport
 from graphrunner.settings import Settings
@@ -275,3 +275,14 @@ def indented(text: str, prefix: str = "    ") -> str:
 def iso_time(ms: int) -> str:
     """Epoch milliseconds as ISO 8601 UTC, to the second: `2024-05-01T12:00:00Z`."""
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def set_up_telemetry(role: str) -> None:
+    """Set up OpenTelemetry for this command's process (`role`: run, ui) as OTEL_* asks; a setting
+    that cannot work exits with a usage error naming it."""
+    from graphrunner.telemetry import sdk
+
+    try:
+        sdk.configure(role)
+    except ConfigurationError as exc:
+        fail(str(exc), USAGE_ERROR)

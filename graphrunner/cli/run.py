@@ -17,6 +17,7 @@ from graphrunner.cli.common import (
     load_settings,
     merge_inputs,
     open_graph,
+    set_up_telemetry,
     traceback_option,
 )
 from graphrunner.cli.connect import reported_errors
@@ -99,6 +100,7 @@ def run(
         fail("--local and --in-process cannot be combined", USAGE_ERROR)
     settings = load_settings()
     caps = chosen(capabilities)
+    set_up_telemetry("run")
     with exit_on_signals():
         graph = open_graph(graph_ref, settings)
         inputs = merge_inputs(inputs_json, input_pairs, graph)

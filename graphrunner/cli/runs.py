@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -89,6 +90,9 @@ def submit(
 
     With --wait, wait for the run to finish or pause instead and print its result (--json: the
     result object of `run --json`), with the exit codes of `wait`.
+
+    With TRACEPARENT set (a W3C traceparent, as a CI job or a traced script passes it on), the
+    run's OpenTelemetry trace hangs under that span; an invalid one is ignored, with a warning.
     """
     from graphrunner.cluster.runs.ids import check_run_id
 
@@ -108,6 +112,7 @@ def submit(
                 capabilities=chosen(capabilities),
                 concurrency_key=concurrency_key,
                 when_busy="refuse" if refuse_if_busy else "queue",
+                traceparent=_traceparent(),
             )
             result = settle(client, handle.id, timeout, lambda _: None) if wait_for else None
     if result is not None:
@@ -116,6 +121,17 @@ def submit(
         print_json({"run_id": handle.id})
     else:
         click.echo(handle.id)
+
+
+def _traceparent() -> str | None:
+    """The TRACEPARENT variable, when it is a W3C traceparent (else a warning, and None)."""
+    from graphrunner.telemetry.propagation import valid_traceparent
+
+    value = os.environ.get("TRACEPARENT", "").strip()
+    if value and not valid_traceparent(value):
+        click.echo(f"warning: TRACEPARENT={value[:80]!r} is not a W3C traceparent; ignored", err=True)
+        return None
+    return value or None
 
 
 @click.command("status")

@@ -15,6 +15,7 @@ from graphrunner.cluster.worker.runtime import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.graph import Graph
 from graphrunner.settings import Settings
+from graphrunner.telemetry import logs
 
 LOCAL_CONCURRENCY = 4
 EMBEDDED_RETRY_SECONDS = 1.0  # a Redis of our own only goes away when we stop it (or Ctrl-C does)
@@ -61,6 +62,7 @@ def draining_worker(client: Client, queues: list[str], *, embedded: bool) -> Ite
     worker: Any = None
     abandoned = False
     retry = EMBEDDED_RETRY_SECONDS if embedded else RETRY_SECONDS
+    logs.install(client.settings.log_format)  # its log lines name their run, step and trace, as a worker's
     runtime = WorkerRuntime(client.settings, retry_seconds=retry)
     try:
         with local_worker(runtime, concurrency=LOCAL_CONCURRENCY, queues=queues) as worker:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from graphrunner.cli.common import USAGE_ERROR, fail
+from graphrunner.cli.common import USAGE_ERROR, fail, set_up_telemetry
 
 
 @click.command("ui")
@@ -91,6 +91,7 @@ def ui(
     from graphrunner.ui.throttle import LoginThrottle
 
     settings = server_settings()
+    set_up_telemetry("ui")
     path = users_file or settings.ui_users
     try:
         users = merge_users(parse_users(basic_auth), load_users(path) if path else {})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import signal
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,27 +14,50 @@ from graphrunner.cli.connect import server_settings
 from graphrunner.errors import ConfigurationError
 from graphrunner.settings import Settings
 
+if TYPE_CHECKING:
+    from graphrunner.telemetry.prometheus import Endpoint
+
 
 @click.command("worker", context_settings=OWN_HELP)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    metavar="PORT",
+    help="Serve Prometheus metrics on this port (all the worker's pool processes added up).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    metavar="HOST",
+    help="The address the metrics endpoint listens on (0.0.0.0: every interface).",
+)
 @click.argument("celery_args", nargs=-1, type=click.UNPROCESSED)
-def worker(celery_args: tuple[str, ...]) -> None:
+def worker(celery_args: tuple[str, ...], metrics_port: int | None, metrics_host: str) -> None:
     """Run a Celery worker for the configured Redis (GRAPHRUNNER_REDIS_URL).
 
     The state store is GRAPHRUNNER_REDIS_URL: one Redis (redis://) or a Redis Cluster
     (redis+cluster://host:port, which needs GRAPHRUNNER_BROKER_URL, and
     GRAPHRUNNER_RESULT_BACKEND_URL when that broker is RabbitMQ; see docs/operations.md).
 
-    Every option is passed to `celery worker`, e.g. `graphrunner worker -c 4 -Q graphrunner,cpu`
-    (Celery's options are listed below). The worker consumes the default queue (GRAPHRUNNER_QUEUE,
-    `graphrunner`) unless -Q says otherwise, moves due timers onto their queues and takes its turn
-    at sweeping. GRAPHRUNNER_WORKER_CONFIG names the team's worker configuration (a .py file or a
-    module: its tools and deployment hooks). SIGTERM is a warm shutdown: no new steps are taken and
-    the steps in flight finish. Settings that cannot work are refused before it starts, and so is
-    a GRAPHRUNNER_REDIS_URL whose password is an example file's placeholder (`change-me`).
+    Every option but --metrics-port and --metrics-host is passed to `celery worker`, e.g.
+    `graphrunner worker -c 4 -Q graphrunner,cpu` (Celery's options are listed below). The worker
+    consumes the default queue (GRAPHRUNNER_QUEUE, `graphrunner`) unless -Q says otherwise, moves
+    due timers onto their queues and takes its turn at sweeping. GRAPHRUNNER_WORKER_CONFIG names the
+    team's worker configuration (a .py file or a module: its tools and deployment hooks). SIGTERM is
+    a warm shutdown: no new steps are taken and the steps in flight finish. Settings that cannot
+    work are refused before it starts, and so is a GRAPHRUNNER_REDIS_URL whose password is an
+    example file's placeholder (`change-me`).
 
     It logs at WARNING unless told otherwise (Celery's line per task is INFO): a failed step is
     one WARNING line with the run id, step, node and error; `--loglevel INFO` adds the step's
     traceback, when it has one (also kept in the transcript: `graphrunner steps RUN --traceback`).
+    A line logged during a step names its run, step, node and trace; GRAPHRUNNER_LOG_FORMAT=json
+    writes one JSON object per line instead.
+
+    --metrics-port PORT serves Prometheus metrics (steps, runs, items, retries, redeliveries, dead
+    letters, repairs, timers) on http://HOST:PORT/metrics, the pool processes added up;
+    OTEL_METRICS_EXPORTER exports the same as OpenTelemetry metrics (docs/operations.md, Metrics).
     """
     if "-h" in celery_args or "--help" in celery_args:
         _help_with_celery_options()
@@ -49,6 +72,7 @@ def worker(celery_args: tuple[str, ...]) -> None:
     try:
         check_stop_grace(settings)
         check_consumer_timeout(settings)
+        endpoint = _observability(runtime, settings, metrics_host, metrics_port)
     except ConfigurationError as exc:
         runtime.close()
         fail(str(exc), USAGE_ERROR)
@@ -56,6 +80,8 @@ def worker(celery_args: tuple[str, ...]) -> None:
         # WARNING by default: failed steps, not Celery's line per task; a later --loglevel wins
         runtime.app.worker_main(["worker", "--loglevel=WARNING", *celery_args])
     finally:
+        if endpoint is not None:
+            endpoint.close()
         runtime.close()
 
 
@@ -63,6 +89,27 @@ def _runtime(settings: Settings) -> Any:
     from graphrunner.cluster.worker.runtime import WorkerRuntime
 
     return WorkerRuntime(settings)
+
+
+def _observability(runtime: Any, settings: Settings, host: str, port: int | None) -> Endpoint | None:
+    """Log lines by GRAPHRUNNER_LOG_FORMAT, runs in flight read from the store, and the metrics
+    endpoint when there is a port (before the pool forks); raises `ConfigurationError`."""
+    from graphrunner.telemetry import logs, metrics, sdk
+
+    sdk.wanted()  # an OTEL_* setting that cannot work is refused now, not in every pool process
+    logs.install(settings.log_format)
+    store = runtime.cluster.store
+    metrics.watch_runs(lambda: {status: store.count_runs(status) for status in metrics.IN_FLIGHT})
+    if port is None:
+        return None
+    from graphrunner.telemetry import prometheus
+
+    try:
+        return prometheus.serve(host, port)
+    except OSError as exc:
+        raise ConfigurationError(
+            f"--metrics-port {port}: cannot listen on {host}:{port} ({exc.strerror or exc})"
+        ) from None
 
 
 def _help_with_celery_options() -> None:
@@ -75,6 +122,11 @@ def _help_with_celery_options() -> None:
     click.echo(
         click.formatting.wrap_text(own, initial_indent="  ", subsequent_indent="  ", preserve_paragraphs=True)
     )
+    formatter = ctx.make_formatter()
+    with formatter.section("Graphrunner Options"):
+        ours = [p for p in ctx.command.get_params(ctx) if isinstance(p, click.Option)]
+        formatter.write_dl([r for p in ours if (r := p.get_help_record(ctx))])
+    click.echo(f"\n{formatter.getvalue().rstrip()}")
     celery_help = celery_worker.get_help(click.Context(celery_worker, info_name="graphrunner worker"))
     options = celery_help[celery_help.find("Worker Options:") :]
     options = options[: options.rfind("\nOptions:")]  # Celery's own --help line

@@ -25,6 +25,7 @@ from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
 from graphrunner.engine.start import begin, missing_env, resume, too_deep
 from graphrunner.engine.step import complete
 from graphrunner.engine.stepping import StepResult
+from graphrunner.engine.trace_link import TraceLink
 from graphrunner.engine.waiting import UnknownWait, Wait
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "StepPlan",
     "StepResult",
     "ToleratedError",
+    "TraceLink",
     "UnknownWait",
     "Wait",
     "begin",

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
 
 from graphrunner.engine.failures import ParentLink, RunFailure, ToleratedError
+from graphrunner.engine.trace_link import TraceLink
 from graphrunner.engine.waiting import Wait
 from graphrunner.run_status import FINISHED as FINISHED
 from graphrunner.run_status import RunStatus as RunStatus
@@ -39,6 +40,7 @@ class RunSnapshot(BaseModel):
     children: tuple[str, ...] = ()
     concurrency_key: str | None = None  # at most one active run per key (DESIGN §3)
     pause_message: str | None = None  # the `message` of the pause node a paused run is parked at
+    trace: TraceLink | None = None  # where its spans hang in its OpenTelemetry trace (DESIGN §11)
 
     @field_validator("wait", mode="before")
     @classmethod

@@ -35,6 +35,8 @@ class Wait(BaseModel):
     kind: str
     hook_round: int = 0
     due: float | None = None  # epoch seconds; None: it waits for something else to happen
+    since: float | None = None  # epoch seconds: when the step was suspended on it
+    begun: float | None = None  # epoch seconds: when the first task of the step began
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:

@@ -28,7 +28,9 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 from graphrunner.engine import Retried, StepEvent, StepPlan, StepResult
 from graphrunner.engine.failures import RunFailure
 from graphrunner.limits import data_problem
+from graphrunner.services.timings import ItemTimes
 
+OPTIONAL_FIELDS = ("message", "queue_ms", "begun_at", "items")  # left out of a record when unset
 MAX_CARRIED_BYTES = 4096  # the new values a step record carries, JSON-encoded, in all
 
 
@@ -82,6 +84,11 @@ class StepRecord(StepEvent):
     worker: str
     changed_values: dict[str, Any] = Field(default_factory=dict)
     values_omitted: tuple[str, ...] = ()
+    # timing the explorer's timeline shows, each only where there is one: the time the task that
+    # finished the step waited in its queue, when a suspended step first began, its foreach items
+    queue_ms: float | None = None
+    begun_at: str | None = None
+    items: ItemTimes | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as the transcript shows it (`message` only on a paused step that has one)."""
@@ -92,7 +99,8 @@ class StepRecord(StepEvent):
         return self.model_dump_json(exclude=self._absent())
 
     def _absent(self) -> set[str] | None:
-        return {"message"} if self.message is None else None
+        absent = {name for name in OPTIONAL_FIELDS if getattr(self, name, None) is None}
+        return absent or None
 
     def goes_on(self) -> bool:
         """True for a step that went on to its next node (`ok`)."""

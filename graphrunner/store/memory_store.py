@@ -424,6 +424,11 @@ class MemoryStore(MemoryAux):
             rows = [self._summary(run_id) for run_id in list(self._runs)]
         return page_of([r for r in rows if r is not None], query)
 
+    def count_runs(self, status: str) -> int:
+        """How many runs are in `status` now."""
+        with self._lock:
+            return sum(1 for run in self._runs.values() if run.fields.get("status") == status)
+
     def _summary(self, run_id: str) -> RunSummary | None:
         run = self._run(run_id)
         if run is None:

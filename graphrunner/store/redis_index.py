@@ -143,6 +143,17 @@ class RunIndex:
 
     # -- listing -------------------------------------------------------------------------------
 
+    def count(self, status: str) -> int:
+        """The runs in `status`, over every shard."""
+
+        def read() -> int:
+            pipe = self.redis.pipeline(transaction=False)
+            for shard in self.keys.shards:
+                pipe.zcard(shard.index_status(status))
+            return sum(int(n) for n in pipe.execute())
+
+        return int(self.call(read))
+
     def page(self, query: RunQuery) -> RunPage:
         """One page of runs matching `query`, newest first, skipping runs whose record is gone."""
         return _Pager(self, query).run()

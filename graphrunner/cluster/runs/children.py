@@ -10,6 +10,9 @@ A child whose capabilities are not its parent's (a run that took its id) is neve
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from graphrunner import engine
 from graphrunner.cluster.runs.graphs import GraphCache
 from graphrunner.compiled import CompiledGraph
@@ -18,6 +21,7 @@ from graphrunner.engine.failures import ParentLink, RunFailure
 from graphrunner.errors import GraphrunnerError
 from graphrunner.services.records import utcnow
 from graphrunner.store import Store
+from graphrunner.telemetry import propagation
 
 
 def child_run_id(snap: RunSnapshot, step: int, phase: int) -> str:
@@ -39,9 +43,12 @@ def first(
     run_id: str,
     phase: int,
     max_state_bytes: int | None,
+    label: Mapping[str, Any] | None = None,
 ) -> tuple[CompiledGraph, RunSnapshot]:
     """The child graph and the first snapshot of child run `run_id` of the subgraph `plan`, linked
-    to the step of `snap` at `phase`; raises `GraphrunnerError`."""
+    to the step of `snap` at `phase` (`label`: its branch or item index, for its trace); raises
+    `GraphrunnerError`."""
+    label = label or {}
     assert plan.child_graph is not None
     child = graphs.child(graph, plan.child_graph)
     inputs, state = child.split_child_values(plan.child_values or {})
@@ -57,7 +64,8 @@ def first(
     parent = ParentLink(
         run_id=snap.run_id, step=snap.step, phase=phase, graph_id=snap.graph_id, node=snap.node
     )
-    return child, begun.model_copy(update={"parent": parent})
+    trace = propagation.of_child(snap.trace, parent, branch=label.get("branch"), index=label.get("index"))
+    return child, begun.model_copy(update={"parent": parent, "trace": trace})
 
 
 def first_of(
@@ -72,19 +80,21 @@ def first_of(
     """Child `key`'s graph and first snapshot (a branch name, an item index, or "" for a subgraph's
     one child), linked to the step of `snap` at its phase (the phase that waits for it); raises
     `GraphrunnerError`, or `ValueError` when its inputs fail."""
+    label: dict[str, Any] = {}
     if plan.kind == "parallel":
+        label["branch"] = key
         branch = next(b for b in plan.branches if b.name == key)
         plan = StepPlan(
             plan.node, plan.step, "subgraph", child_graph=branch.graph, child_values=branch.values
         )
     elif plan.kind == "foreach":
         assert plan.items is not None and plan.child_graph is not None
-        index = int(key)
+        index = label["index"] = int(key)
         values = engine.item_child(graph.nodes[plan.node], snap, index, plan.items[index], utcnow())
         if isinstance(values, ActionFailure):
             raise ValueError(values.message)
         plan = StepPlan(plan.node, plan.step, "subgraph", child_graph=plan.child_graph, child_values=values)
-    return first(graphs, graph, snap, plan, run_id, snap.phase, limit)
+    return first(graphs, graph, snap, plan, run_id, snap.phase, limit, label)
 
 
 def firsts(

@@ -8,6 +8,8 @@ worker that derives it signs (`transport/signing.py`). An item's outcome is stor
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Annotated, Any
 
@@ -15,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, PlainValidator, model_serializer
 
 from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome, ItemOutcome
 from graphrunner.model import RetryPolicy
+from graphrunner.services.timings import ItemTime, ItemTimes
 
 
 def call_payload(call: ActionCall) -> dict[str, Any]:
@@ -49,6 +52,9 @@ class ItemRecord(BaseModel):
     result: Any = None
     error: Annotated[ActionFailure, PlainValidator(_failure)] | None = None
     cache_hit: bool = False
+    at: int = 0  # when it began (epoch ms; 0: not known)
+    ms: float | None = None  # how long it ran
+    worker: str = ""
 
     @model_serializer
     def _stored(self) -> dict[str, Any]:
@@ -59,7 +65,16 @@ class ItemRecord(BaseModel):
             record["result"] = self.result
         if self.cache_hit:
             record["cache_hit"] = True
+        if self.ms is not None:
+            record.update(at=self.at, ms=self.ms, worker=self.worker)
         return record
+
+    def timed(self, began: float, worker: str) -> ItemRecord:
+        """This record of an item that began at `began` (epoch s) and ends now, on `worker`."""
+        now = time.time()
+        return self.model_copy(
+            update={"at": int(began * 1000), "ms": round((now - began) * 1000, 3), "worker": worker}
+        )
 
     def outcome(self) -> ActionOutcome:
         """The item's outcome (a failed record without its error fails as `permanent`)."""
@@ -83,6 +98,26 @@ def record_of(outcome: ActionOutcome) -> ItemRecord:
 def failed_record(failure: ActionFailure) -> ItemRecord:
     """The record of an item that could not be dispatched (bad params, capability denied, poison)."""
     return record_of(ActionOutcome(failure=failure))
+
+
+def item_times(records: Sequence[dict[str, Any] | None]) -> ItemTimes:
+    """The timing of a foreach's items, from their stored records in item order (a missing one
+    failed)."""
+    times = []
+    for i, raw in enumerate(records):
+        if raw is None:
+            times.append(ItemTime(i=i, ok=False))
+            continue
+        ms = raw.get("ms")
+        at = raw.get("at")
+        times.append(ItemTime(
+            i=i,
+            at=at if isinstance(at, int) else 0,
+            ms=float(ms) if isinstance(ms, int | float) else None,
+            ok=raw.get("ok") is True,
+            worker=str(raw.get("worker") or ""),
+        ))  # fmt: skip
+    return ItemTimes.of(times)
 
 
 def outcome_of(index: int, item: Any, record: dict[str, Any] | None) -> ItemOutcome:

@@ -19,6 +19,7 @@ from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import CancelError, ResumeError, RunNotFound, RunRefused
 from graphrunner.services.records import AdmitRecord, CancelRecord, ResumeRecord, parse, utcnow
 from graphrunner.store import Fence, Store, existing_run, now_ms
+from graphrunner.telemetry import propagation
 
 if TYPE_CHECKING:
     from graphrunner.cluster.runs.context import Cluster
@@ -140,8 +141,10 @@ def resume(
         _retake_key(store, snap)
     running = resumed.status is RunStatus.RUNNING
     wait = restart(snap) if running else None
+    # a run whose run span ended (it finished or paused) opens another in the same trace
+    trace = snap.trace if snap.status is RunStatus.RUNNING else propagation.resumed(snap.trace)
     resumed = resumed.model_copy(
-        update={"phase": snap.phase + 1, "wait": wait, "graph_hash": graph.content_hash}
+        update={"phase": snap.phase + 1, "wait": wait, "graph_hash": graph.content_hash, "trace": trace}
     )
     record = ResumeRecord(
         step=snap.step + 1,  # the step it goes on with, as a cancel or sleep record names it

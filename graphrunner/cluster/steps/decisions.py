@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from graphrunner.engine import Outcome, Retried
 from graphrunner.engine.waiting import Wait
 from graphrunner.services.records import AnyRecord
+from graphrunner.services.timings import ItemTimes
 
 if TYPE_CHECKING:
     from graphrunner.cluster.runs.items import ItemRecord
@@ -23,6 +24,7 @@ class Complete:
     outcome: Outcome
     hook_round: int = 0
     retries: tuple[Retried, ...] = ()
+    times: ItemTimes | None = None  # a foreach's items, as its step record keeps their timing
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,13 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from graphrunner import engine
 from graphrunner.cluster.runs import operations
 from graphrunner.cluster.runs.context import Cluster
-from graphrunner.cluster.runs.items import outcome_of
+from graphrunner.cluster.runs.items import item_times, outcome_of
 from graphrunner.cluster.steps import redeliveries
 from graphrunner.cluster.steps.decisions import Checkpoint, Collect, Complete, Decision, Idle, Poll, Suspend
 from graphrunner.cluster.steps.redeliveries import infrastructure
@@ -46,6 +47,7 @@ from graphrunner.services.records import (
     worker_name,
 )
 from graphrunner.store import Fence
+from graphrunner.telemetry import spans
 from graphrunner.tracebacks import format_traceback
 
 log = logging.getLogger("graphrunner.worker")
@@ -98,22 +100,30 @@ class StepExecutor:
 
     # -- entry -------------------------------------------------------------------------------------
 
-    def execute(self, msg: StepMessage, *, redelivered: bool = False) -> Handled:
+    def execute(
+        self,
+        msg: StepMessage,
+        *,
+        redelivered: bool = False,
+        sent: float | None = None,
+        queue: str | None = None,
+    ) -> Handled:
         """Take (or go on with) the step `msg` names, unless the run has moved on.
 
         `redelivered`: the broker delivered this message before without an acknowledgement
         (its worker died, or it was requeued): counted, and past `max_redeliveries` the step
         is poison and fails its run. An unexpected exception fails the run (naming it);
-        Redis or broker trouble (`infrastructure`) is raised for a requeue.
+        Redis or broker trouble (`infrastructure`) is raised for a requeue. `sent` (epoch s) is
+        when the message was sent to `queue`, when its envelope says so (its queue wait).
         """
         try:
-            return self._execute(msg, redelivered)
+            return self._execute(msg, redelivered, sent, queue)
         except Exception as exc:
             if infrastructure(exc):
                 raise
             return self._unexpected(msg, exc)
 
-    def _execute(self, msg: StepMessage, redelivered: bool) -> Handled:
+    def _execute(self, msg: StepMessage, redelivered: bool, sent: float | None, queue: str | None) -> Handled:
         snap = self.store.load_run(msg.run_id)
         if snap is None:
             log.warning("step message for unknown run %s dropped", msg.run_id)
@@ -129,8 +139,13 @@ class StepExecutor:
         except GraphrunnerError as exc:
             self._fail(snap, _error(snap, "node_exception", f"graph cannot be loaded on this worker: {exc}"))
             return Handled("failed_to_load", msg.run_id, msg.step)
-        with self.heartbeats.beating(snap.run_id):
-            return Handled(self.loops.run(self._take(graph, snap, msg.child)), msg.run_id, msg.step)
+        with (
+            self.heartbeats.beating(snap.run_id),
+            spans.step(graph, snap, worker_name(), sent, queue) as taken,
+        ):
+            done = self.loops.run(self._take(graph, snap, msg.child))
+            taken.ended(taken.status or done, taken.failure)
+            return Handled(done, msg.run_id, msg.step)
 
     def _stale(self, snap: RunSnapshot, msg: StepMessage) -> Handled:
         """A message for a step already taken, an earlier phase, or a run no longer running: dropped."""
@@ -181,6 +196,9 @@ class StepExecutor:
                 return "committed"
             await self.services.started(graph, snap)
         step = Step(graph, snap, engine.prepare(graph, snap, utcnow()))
+        taken = spans.current()
+        if taken is not None and step.plan.call is not None:
+            taken.tool = step.plan.call.tool
         decision = await self._decide(step, child)
         done = await self._apply(step, decision, started)
         if snap.wait is not None:  # a lost race looks again; a node that is done lets go of its waits
@@ -233,11 +251,14 @@ class StepExecutor:
         final = result.snapshot.model_copy(update={"phase": 0, "wait": None})
         worker = worker_name()
         records: list[AnyRecord] = [*retry_records(plan, done.retries, worker)]
-        records.append(StepRecord.of(result, *started, worker))
+        records.append(_timed(StepRecord.of(result, *started, worker), snap, done))
         walked = final.path[len(snap.path) :]
         if self._commit(snap, final, records, walked, self.cluster.following(final, graph)) is None:
             log.info("step %s of run %s was already committed; duplicate dropped", plan.step, snap.run_id)
             return "duplicate"
+        taken = spans.current()
+        if taken is not None:
+            taken.status, taken.failure = result.event.status, result.event.error
         if result.event.error is not None:
             log_failed_step(snap.run_id, result.event.error, final.status.value)
         await self.services.after(graph, plan, replace(result, snapshot=final))
@@ -253,7 +274,8 @@ class StepExecutor:
             self.cluster.save_item(snap.run_id, collect.tag, *collect.item)
         records = self.store.load_items(snap.run_id, collect.tag, collect.count)
         items = tuple(outcome_of(i, plan.items[i], r) for i, r in enumerate(records))
-        done = await self._finish(step, Complete(ForeachOutcome(items), collect.hook_round), started)
+        timed = Complete(ForeachOutcome(items), collect.hook_round, times=item_times(records))
+        done = await self._finish(step, timed, started)
         if done == "committed":
             self.store.drop_items(snap.run_id, collect.tag)
         return done
@@ -270,6 +292,11 @@ class StepExecutor:
 
     @staticmethod
     def _suspended(snap: RunSnapshot, wait: Wait, changes: dict[str, Any] | None = None) -> RunSnapshot:
+        """`snap` suspended on `wait`, which keeps when it began and when the step first began."""
+        now = time.time()
+        taken = spans.current()
+        begun = (snap.wait.begun if snap.wait is not None else None) or (taken.began if taken else now)
+        wait = wait.model_copy(update={"since": now, "begun": begun})
         return snap.model_copy(update={"phase": snap.phase + 1, "wait": wait, **(changes or {})})
 
     # -- committing -------------------------------------------------------------------------------------
@@ -283,7 +310,14 @@ class StepExecutor:
         outs: Sequence[Outgoing] = (),
     ) -> RunSnapshot | None:
         """Commit `new` over `snap` (fenced) with its records and messages; None when fenced off."""
-        return new if self.cluster.commit(Fence.of(snap), new, records, walked, outs) else None
+        if not self.cluster.commit(Fence.of(snap), new, records, walked, outs):
+            return None
+        taken = spans.current()
+        if taken is not None:
+            taken.committed(snap, new)
+        elif new.status.finished:  # a run failed outside any step's task (an unexpected error)
+            spans.run_ended(None, new)
+        return new
 
     def _fail(self, snap: RunSnapshot, error: RunFailure) -> RunSnapshot | None:
         """Commit the run as failed with `error` (fenced); None when another delivery was first."""
@@ -292,10 +326,26 @@ class StepExecutor:
         record = FailedRecord(step=step, node=error.node, error=error, worker=worker_name())
         if self._commit(snap, final, [record], outs=self.cluster.following(final, None)) is None:
             return None
+        taken = spans.current()
+        if taken is not None:
+            taken.status, taken.failure = "failed", error
         log_failed_step(snap.run_id, error, final.status.value)
         if final.concurrency_key:
             operations.hand_on(self.cluster, final)
         return final
+
+
+def _timed(record: StepRecord, snap: RunSnapshot, done: Complete) -> StepRecord:
+    """`record` with the timing the explorer's timeline shows: the queue wait of the task that
+    finished the step, when a suspended step first began, its foreach items."""
+    taken = spans.current()
+    begun = snap.wait.begun if snap.wait is not None else None
+    timing = {
+        "queue_ms": round(taken.queue_ms, 3) if taken is not None and taken.queue_ms is not None else None,
+        "begun_at": datetime.fromtimestamp(begun, UTC).isoformat() if begun is not None else None,
+        "items": done.times,
+    }
+    return record.model_copy(update=timing)
 
 
 def _takes_over(snap: RunSnapshot, msg: StepMessage) -> bool:

@@ -26,6 +26,8 @@ from graphrunner.cluster.worker.loops import ThreadLoops
 from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome
 from graphrunner.engine.capabilities import denied
 from graphrunner.services import Deferred, StepServices
+from graphrunner.services.records import worker_name
+from graphrunner.telemetry import metrics, spans
 from graphrunner.tools import ToolContext
 from graphrunner.tracebacks import format_traceback
 
@@ -112,16 +114,19 @@ class ItemRunner:
 
     async def _dispatch(self, msg: ItemMessage, call: ActionCall, queue: str, shadow: str) -> None:
         context = ToolContext(msg.run_id, msg.graph_id, call.node, msg.step, item_index=msg.index)
-        try:
-            outcome = await self.services.durable_call(
-                msg.graph_hash, call, context, attempt=msg.attempt, timer=msg.timer
-            )
-        except Exception as exc:  # a bug or a broken tool: the item fails, the worker goes on
-            outcome = ActionOutcome(failure=_raised(msg, exc))
+        began, worker = time.time(), worker_name()
+        with spans.item(msg.trace, msg.run_id, msg.step, call.node, msg.index, worker):
+            try:
+                outcome = await self.services.durable_call(
+                    msg.graph_hash, call, context, attempt=msg.attempt, timer=msg.timer
+                )
+            except Exception as exc:  # a bug or a broken tool: the item fails, the worker goes on
+                outcome = ActionOutcome(failure=_raised(msg, exc))
         if isinstance(outcome, Deferred):
             self.publisher.send(msg.run_id, [self._later(msg, outcome, queue, shadow)])
             return
-        self.save(msg, record_of(outcome))
+        metrics.item_done(msg.graph_id, call.node, "ok" if outcome.ok else "error", time.time() - began)
+        self.save(msg, record_of(outcome).timed(began, worker))
 
     def save(self, msg: ItemMessage, record: ItemRecord) -> None:
         """Record the item's outcome (its run makes progress)."""

@@ -21,6 +21,7 @@ from graphrunner.cluster.transport.messages import ItemMessage
 from graphrunner.engine import RunSnapshot
 from graphrunner.errors import BrokerUnavailable, StoreUnavailable
 from graphrunner.store import Store
+from graphrunner.telemetry import metrics
 
 log = logging.getLogger("graphrunner.worker")
 # requeue the message: never a run's fault. A broker away (RabbitMQ restarting) when a committed
@@ -53,11 +54,13 @@ class Redelivery:
 
 def of_step(store: Store, snap: RunSnapshot, limit: int) -> Redelivery:
     """Count a redelivery of the step message at `snap` (its step and phase)."""
+    metrics.redelivered("step")
     return count(store, snap.run_id, f"{snap.step + 1}.{snap.phase}", limit, what=f"step {snap.step + 1}")
 
 
 def of_item(store: Store, msg: ItemMessage, limit: int) -> Redelivery:
     """Count a redelivery of the foreach item message `msg`."""
+    metrics.redelivered("item")
     what = f"item {msg.index} of step {msg.step}"
     return count(store, msg.run_id, f"item:{msg.tag}:{msg.index}", limit, what=what)
 

@@ -42,6 +42,7 @@ from kombu.transport import virtual
 from graphrunner.cluster.transport.messages import ITEM_TASK, STEP_TASK, ItemMessage, StepMessage
 from graphrunner.errors import BadMessage
 from graphrunner.store import DeadLetter, Store
+from graphrunner.telemetry import metrics
 
 log = logging.getLogger("graphrunner.worker")
 CONSUMER_TIMED_OUT = (
@@ -56,8 +57,19 @@ BODY_KEEP = 4096  # characters of a refused message's body kept in its dead lett
 SINK: list[Store] = []  # where this process's worker keeps dead letters (set when it starts)
 
 
-def refuse(reason: str, *, task: str | None, queue: str | None, body: Any, headers: Any = None) -> None:
-    """Count and keep a refused message, and log it once; never raises."""
+def refuse(
+    reason: str,
+    *,
+    task: str | None,
+    queue: str | None,
+    body: Any,
+    headers: Any = None,
+    cause: str = "bad_message",
+) -> None:
+    """Count and keep a refused message, and log it once; never raises. `cause` is the bounded
+    metric label (bad_message, bad_envelope, not_json, not_a_task, unknown_task, invalid_task,
+    undecodable); `reason` says what was wrong."""
+    metrics.dead_lettered(cause)
     text = body if isinstance(body, str) else _text(body)
     letter = DeadLetter(
         reason=reason[:1000],
@@ -161,7 +173,7 @@ class GuardedChannel(kombu_redis.Channel):
         def guarded(raw: Any) -> Any:
             problem = envelope_problem(raw)
             if problem is not None:
-                refuse(problem, task=_header(raw, "task"), queue=queue, body=raw)
+                refuse(problem, task=_header(raw, "task"), queue=queue, body=raw, cause="bad_envelope")
                 return None
             return inner(raw)
 
@@ -180,7 +192,8 @@ class GuardedChannel(kombu_redis.Channel):
             )
             raise Empty() from None
         except Exception as exc:
-            refuse(f"a queue entry that is not a JSON kombu envelope: {exc}", task=None, queue=None, body="")
+            problem = f"a queue entry that is not a JSON kombu envelope: {exc}"
+            refuse(problem, task=None, queue=None, body="", cause="not_json")
             raise Empty() from None
 
 
@@ -255,21 +268,22 @@ class GuardedConsumer(Consumer):  # type: ignore[misc]
 
     def on_unknown_message(self, body: Any, message: Any) -> None:
         """A message that is not a task message."""
-        self._refuse(message, "not a Celery task message (no task header)")
+        self._refuse(message, "not a Celery task message (no task header)", "not_a_task")
 
     def on_unknown_task(self, body: Any, message: Any, exc: Exception) -> None:
         """A task no worker of this cluster serves."""
         task = message.headers.get("task") if isinstance(message.headers, dict) else None
         known = ", ".join(t for t in (STEP_TASK, ITEM_TASK))
-        self._refuse(message, f"unknown task {task!r:.100} (graphrunner's workers serve {known})")
+        reason = f"unknown task {task!r:.100} (graphrunner's workers serve {known})"
+        self._refuse(message, reason, "unknown_task")
 
     def on_invalid_task(self, body: Any, message: Any, exc: Exception) -> None:
         """A task message Celery found invalid (or of a content type it does not accept)."""
-        self._refuse(message, f"invalid task message: {exc}")
+        self._refuse(message, f"invalid task message: {exc}", "invalid_task")
 
     def on_decode_error(self, message: Any, exc: Exception) -> None:
         """A message whose body cannot be decoded."""
-        self._refuse(message, f"cannot decode the body: {exc}")
+        self._refuse(message, f"cannot decode the body: {exc}", "undecodable")
 
     def on_connection_error_after_connected(self, exc: Exception) -> None:
         """The connection or channel failed: name RabbitMQ's consumer timeout when it was that."""
@@ -277,9 +291,10 @@ class GuardedConsumer(Consumer):  # type: ignore[misc]
             log.error(CONSUMER_TIMED_OUT, exc)
         super().on_connection_error_after_connected(exc)
 
-    def _refuse(self, message: Any, reason: str) -> None:
+    def _refuse(self, message: Any, reason: str, cause: str) -> None:
         headers = message.headers if isinstance(message.headers, dict) else {}
-        refuse(reason, task=headers.get("task"), queue=_queue(message), body=message.body, headers=headers)
+        task, queue = headers.get("task"), _queue(message)
+        refuse(reason, task=task, queue=queue, body=message.body, headers=headers, cause=cause)
         try:
             message.ack()
         except Exception as exc:  # already acknowledged, or the connection is gone

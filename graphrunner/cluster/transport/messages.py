@@ -39,6 +39,9 @@ class StepMessage(BaseModel):
             raise BadMessage(f"malformed step message: {_first_line(exc)}") from None
 
 
+TRACEPARENT = r"^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]\z"
+
+
 class ItemMessage(BaseModel):
     """Run one item of a parallel foreach and record its result under `tag` and `index`."""
 
@@ -53,6 +56,7 @@ class ItemMessage(BaseModel):
     call: dict[str, Any]
     attempt: int = Field(default=1, ge=1)
     timer: dict[str, Any] | None = None  # {"result": ...}: a durable sleep that has come due
+    trace: str | None = Field(default=None, pattern=TRACEPARENT)  # the span its span hangs under
     sig: str = Field(default="", max_length=128)  # HMAC of the rest under the cluster's key (signing.py)
 
     @classmethod

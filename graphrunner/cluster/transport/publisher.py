@@ -18,6 +18,7 @@ Foreach items are Celery chords, published by Celery.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from graphrunner.cluster.transport.broker import Broker, MemoryBroker, RedisBroker
-from graphrunner.cluster.transport.envelope import Envelope
+from graphrunner.cluster.transport.envelope import SENT_HEADER, Envelope
 from graphrunner.cluster.transport.messages import ITEM_TASK, STEP_TASK, Outgoing
 from graphrunner.cluster.transport.signing import Signer
 from graphrunner.compiled import CompiledGraph
@@ -226,7 +227,7 @@ class Publisher:
         from celery import chord
 
         app = self.app
-        body = self._signature(app, join)
+        body = self._signature(app, join, stamped=False)  # sent when the items are done, not now
         parts = [self._signature(app, item) for item in items]
         if len(parts) >= 2:
             chord(parts, body, app=app).apply_async()
@@ -236,7 +237,9 @@ class Publisher:
             body.apply_async()
 
     @staticmethod
-    def _signature(app: Celery, out: Outgoing) -> Any:
+    def _signature(app: Celery, out: Outgoing, stamped: bool = True) -> Any:
+        """`out` as a Celery signature; `stamped`: with the `gr_sent` header of a message sent now."""
+        headers = {SENT_HEADER: int(time.time() * 1000)} if stamped else None
         return app.signature(
             out.task,
             args=list(out.args),
@@ -245,6 +248,7 @@ class Publisher:
             retry=True,
             retry_policy=PUBLISH_RETRY,
             immutable=True,
+            headers=headers,
         )
 
     def close(self) -> None:

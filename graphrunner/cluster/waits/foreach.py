@@ -23,6 +23,7 @@ from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import ActionFailure, RunSnapshot, Wait
 from graphrunner.model import ForeachNode
 from graphrunner.services.records import utcnow
+from graphrunner.telemetry import spans
 
 if TYPE_CHECKING:
     from graphrunner.cluster.runs.context import Cluster
@@ -131,6 +132,7 @@ def chunk(
     plan = engine.prepare(graph, snap, utcnow())
     assert plan.items is not None
     node, now = graph.nodes[plan.node], utcnow()
+    parent = spans.item_parent(snap)  # the items' spans hang under the step's wait span
     payloads: list[dict[str, Any]] = []
     failed: list[tuple[int, ItemRecord]] = []
     for index in range(wait.next, wait.upto):
@@ -149,6 +151,7 @@ def chunk(
                 "tag": wait.tag,
                 "index": index,
                 "call": call_payload(call),
+                **({"trace": parent} if parent else {}),
             }
         )
     return payloads, failed

@@ -24,7 +24,7 @@ from graphrunner.engine import ActionFailure, ActionOutcome, Wait
 from graphrunner.engine.stepping import foreach_fails
 from graphrunner.model import ForeachNode
 from graphrunner.services import Deferred, tool_context
-from graphrunner.services.records import utcnow
+from graphrunner.services.records import utcnow, worker_name
 
 
 class ItemsWait(Wait):
@@ -67,10 +67,11 @@ class Items(WaitKind[ItemsWait]):
         index = wait.next
         if index >= wait.total:  # nothing (left) to run: an empty list
             return Collect(wait.tag, index, wait.hook_round)
+        began = time.time()
         outcome = await _item(ctx, step, wait)
         if isinstance(outcome, Deferred):
             return Suspend(_deferred(wait, outcome))
-        item = (index, record_of(outcome))
+        item = (index, record_of(outcome).timed(began, worker_name()))
         done = wait.but(
             next=index + 1, failed=wait.failed + (not outcome.ok), due=None, attempt=1, timer=None
         )

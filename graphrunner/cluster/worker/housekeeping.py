@@ -29,6 +29,7 @@ from celery.worker import state as worker_state
 
 from graphrunner.cluster.transport import guard
 from graphrunner.cluster.worker import sweeper
+from graphrunner.telemetry import metrics
 
 if TYPE_CHECKING:
     from graphrunner.cluster.runs.context import Cluster
@@ -68,8 +69,10 @@ class Housekeeper:
     def tick(self) -> None:
         """One round: move due timers; sweep when a pass is due. Never raises."""
         try:
-            while self.cluster.publisher.pump(time.time(), PUMP_BATCH) >= PUMP_BATCH:
-                pass  # a backlog of due timers: keep moving them
+            taken = PUMP_BATCH
+            while taken >= PUMP_BATCH:  # a backlog of due timers: keep moving them
+                taken = self.cluster.publisher.pump(time.time(), PUMP_BATCH)
+                metrics.timers_due(taken)
         except Exception as exc:
             log.warning("moving due timers failed (%s); will try again", exc)
         if time.monotonic() >= self._next_sweep:

@@ -12,6 +12,7 @@ from graphrunner.cluster.steps.executor import ExecutorOptions, StepExecutor
 from graphrunner.cluster.steps.item_runner import ItemRunner
 from graphrunner.cluster.transport.app import create_app
 from graphrunner.cluster.transport.publisher import is_redis_url
+from graphrunner.cluster.worker import observed
 from graphrunner.cluster.worker.config import deployment_hooks as configured_hooks
 from graphrunner.cluster.worker.heartbeat import Heartbeats
 from graphrunner.cluster.worker.housekeeping import Vouch
@@ -86,6 +87,7 @@ class WorkerRuntime:
             max_redeliveries=options.max_redeliveries,
         )
         register_tasks(self.app, self.executor, self.items)
+        observed.connect()  # OpenTelemetry set up per worker process, when OTEL_* asks for it
         self.app.steps["consumer"].add(type("GraphrunnerVouch", (Vouch,), {"cluster": self.cluster}))
 
     def close(self) -> None:

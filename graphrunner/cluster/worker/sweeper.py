@@ -34,6 +34,7 @@ from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import GraphrunnerError
 from graphrunner.services.records import SweepRecord
 from graphrunner.store import now_ms
+from graphrunner.telemetry import metrics, spans
 
 if TYPE_CHECKING:
     from graphrunner.cluster.runs.context import Cluster
@@ -94,6 +95,7 @@ def sweep(cluster: Cluster) -> SweepReport:
         store.unlock_sweep()
     for repair in report.repaired:
         log.warning("run %s stalled %.0fs at step %s (%s): %s", *_fields(repair))
+        metrics.repaired(repair.action)
     return report
 
 
@@ -119,6 +121,7 @@ def _look_at(cluster: Cluster, run_id: str) -> Repair | None:
         return None
     record = SweepRecord(step=snap.step + 1, node=snap.node, action=action, idle_s=idle, phase=snap.phase)
     store.note(run_id, record.to_json())
+    spans.repaired(snap, action)  # the run's trace shows the repair
     return Repair(run_id, snap.step, snap.node, idle, action)
 
 

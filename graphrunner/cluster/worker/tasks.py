@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from celery.exceptions import Reject
 
 from graphrunner.cluster.transport import guard
+from graphrunner.cluster.transport.envelope import SENT_HEADER
 from graphrunner.cluster.transport.messages import ITEM_TASK, STEP_TASK, ItemMessage, StepMessage
 from graphrunner.errors import BadMessage
 
@@ -39,7 +40,10 @@ def register_tasks(app: Celery, executor: StepExecutor, items: ItemRunner) -> No
             guard.refuse(str(exc), task=STEP_TASK, queue=_queue(self), body=[list(args), kwargs])
             return "bad_message"
         try:
-            return executor.execute(msg, redelivered=_redelivered(self)).outcome
+            handled = executor.execute(
+                msg, redelivered=_redelivered(self), sent=_sent(self), queue=_queue(self)
+            )
+            return handled.outcome
         except Exception as exc:
             raise _requeue(f"step {msg.step + 1} of run {msg.run_id}", exc) from None
 
@@ -81,6 +85,13 @@ def _redelivered(task: Any) -> bool:
     """The broker delivered this message before without an acknowledgement (kombu sets the flag
     when it restores a message of a lost worker or requeues a rejected one)."""
     return bool((task.request.delivery_info or {}).get("redelivered"))
+
+
+def _sent(task: Any) -> float | None:
+    """When the message was sent (epoch s), from the `gr_sent` header graphrunner's envelopes carry."""
+    headers = task.request.headers or {}
+    sent = headers.get(SENT_HEADER, getattr(task.request, SENT_HEADER, None))
+    return sent / 1000 if isinstance(sent, int) else None
 
 
 def _queue(task: Any) -> str | None:
