@@ -17,7 +17,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
+# laid over COMPOSE with `-f`: OTEL_* and the worker's metrics port (docs/deploy.md, Observability)
+COMPOSE_OBSERVABILITY = ROOT / "docker-compose.observability.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
+# the services of the `observability` profile: started only with `--profile observability`
+OBSERVABILITY = ("otel-collector", "jaeger", "prometheus", "grafana")
 VARIABLE = re.compile(r"\$(?:\$|\{(?P<braced>[^}]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*)|(?P<invalid>))")
 BRACED = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:-|-|:\?|\?)(?P<arg>.*))?$", re.DOTALL)
 
@@ -86,9 +90,33 @@ def load_compose(env: dict[str, str] | None = None) -> dict[str, Any]:
     return interpolate(raw, read_env_file() if env is None else env)  # type: ignore[no-any-return]
 
 
+def load_observability(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """docker-compose.observability.yml alone, interpolated like docker-compose.yml."""
+    raw = yaml.safe_load(COMPOSE_OBSERVABILITY.read_text())
+    return interpolate(raw, read_env_file() if env is None else env)  # type: ignore[no-any-return]
+
+
+def load_with_observability(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """`docker compose -f docker-compose.yml -f docker-compose.observability.yml`: the second
+    file merged over the first as compose merges them, for the keys it uses (`environment`
+    mappings merged, the later value winning; every other key, `command` included, replaced)."""
+    base, over = load_compose(env), load_observability(env)
+    merged = {**base, "services": dict(base["services"])}
+    for name, service in over["services"].items():
+        into = dict(merged["services"][name])  # an override of a service the base does not have is a mistake
+        for key, value in service.items():
+            if key == "environment":
+                into[key] = {**into.get(key, {}), **value}
+            else:
+                into[key] = value
+        merged["services"][name] = into
+    return merged
+
+
 def command_of(service: dict[str, Any]) -> list[str]:
-    """A service's command as an argv list (a string command is split as compose splits it)."""
-    command = service["command"]
+    """A service's command as an argv list (a string command is split as compose splits it);
+    empty for a service that runs its image's own command."""
+    command = service.get("command", [])
     return shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
 
 

@@ -21,6 +21,7 @@ import yaml
 from compose_files import (
     COMPOSE,
     ENV_EXAMPLE,
+    OBSERVABILITY,
     ROOT,
     MissingVariable,
     argv_of_service,
@@ -37,6 +38,8 @@ from graphrunner.tools.addresses import AddressPolicy
 
 PLACEHOLDER = "change-me"
 SERVICES = ("redis", "worker", "beat", "flower", "ui", "producer")
+# host files a service may mount: the observability profile's configuration, read-only
+OBSERVABILITY_FILES = "./deploy/observability/"
 
 
 def compose_schema() -> dict[str, Any]:
@@ -181,7 +184,9 @@ def test_only_flower_and_the_explorer_are_published_and_on_loopback_unless_told(
     unset = {k: v for k, v in env.items() if not k.endswith(("_BIND", "_PORT"))}
     for variables in (env, unset):
         published = {
-            name: s["ports"] for name, s in load_compose(variables)["services"].items() if "ports" in s
+            name: s["ports"]
+            for name, s in load_compose(variables)["services"].items()
+            if "ports" in s and name not in OBSERVABILITY  # test_observability_deploy.py: loopback only
         }
         assert published == {"flower": ["127.0.0.1:5555:5555"], "ui": ["127.0.0.1:8808:8808"]}
     told = load_compose({**env, "FLOWER_BIND": "0.0.0.0", "GRAPHRUNNER_UI_BIND": "10.0.0.5"})["services"]
@@ -190,10 +195,10 @@ def test_only_flower_and_the_explorer_are_published_and_on_loopback_unless_told(
     assert "TLS proxy" in COMPOSE.read_text() and "TLS proxy" in ENV_EXAMPLE.read_text()
 
 
-@pytest.mark.parametrize("name", SERVICES)
+@pytest.mark.parametrize("name", SERVICES + OBSERVABILITY)
 def test_every_service_is_hardened_and_limited(name: str) -> None:
     services = load_compose()["services"]
-    assert set(services) == set(SERVICES)
+    assert set(services) == set(SERVICES + OBSERVABILITY)
     service = services[name]
     assert service["cap_drop"] == ["ALL"] and "cap_add" not in service
     assert "no-new-privileges:true" in service["security_opt"]
@@ -206,7 +211,9 @@ def test_every_service_is_hardened_and_limited(name: str) -> None:
     limits = service["deploy"]["resources"]["limits"]
     assert float(limits["cpus"]) > 0 and _bytes(limits["memory"]) >= 128 * 1024**2
     assert 0 < service["pids_limit"] <= 4096
-    assert not [v for v in service.get("volumes", []) if str(v).startswith(("/", "./", "~"))]  # no host path
+    host_paths = [str(v) for v in service.get("volumes", []) if str(v).startswith(("/", "./", "~"))]
+    configuration = [v for v in host_paths if v.startswith(OBSERVABILITY_FILES) and v.endswith(":ro")]
+    assert host_paths == configuration  # no host path but the observability configuration, read-only
 
 
 def test_no_command_or_healthcheck_holds_the_redis_password() -> None:
@@ -310,7 +317,7 @@ def test_images_are_pinned_to_exact_releases() -> None:
 
     services = load_compose()["services"]
     assert re.fullmatch(r"redis:\d+\.\d+\.\d+-alpine", services["redis"]["image"])
-    images = {s["image"] for name, s in services.items() if name != "redis"}
+    images = {s["image"] for name, s in services.items() if name != "redis" and name not in OBSERVABILITY}
     assert images == {"graphrunner-worker:0.1.0"}  # built here, tagged with the project's version
     base = DockerfileParser(path=str(ROOT / "workers" / "Dockerfile")).baseimage
     assert re.fullmatch(r"python:3\.\d+\.\d+-slim-[a-z]+(@sha256:[0-9a-f]{64})?", base), base

@@ -30,7 +30,7 @@ def test_slim_python_base_that_the_project_supports_pinned_to_a_release() -> Non
 
 def test_installs_the_project_and_the_example_tools_plugin() -> None:
     runs = " ".join(instructions("RUN"))
-    assert "pip install ." in runs
+    assert "pip install '.[otel]'" in runs  # with the OpenTelemetry SDK: OTEL_* turns it on
     assert "pip install --no-deps ./workers/example_tools" in runs
     copied = [c.split()[0] for c in instructions("COPY")]
     for source in copied:  # every COPY source exists in the build context (the repo root)
@@ -66,3 +66,12 @@ def test_health_check_pings_this_containers_worker() -> None:
 def test_default_command_is_a_worker_with_warm_shutdown() -> None:
     assert json.loads(instructions("CMD")[-1])[:2] == ["graphrunner", "worker"]
     assert instructions("STOPSIGNAL") == ["SIGTERM"]
+
+
+def test_the_otel_extra_the_image_installs_is_the_projects() -> None:
+    """`pip install '.[otel]'` only warns about an extra the project does not define: check it does."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "otel" in extras, "pyproject.toml defines no `otel` extra (the image installs '.[otel]')"
+    assert any(r.startswith("opentelemetry-sdk") for r in extras["otel"])

@@ -329,14 +329,15 @@ def test_the_worker_grace_period_is_the_configured_stop_grace() -> None:
     assert pod_spec(worker)["terminationGracePeriodSeconds"] == int(config()["GRAPHRUNNER_STOP_GRACE"])
 
 
-def test_workers_roll_out_without_losing_capacity_and_have_no_ports() -> None:
+def test_workers_roll_out_without_losing_capacity_and_have_only_their_metrics_port() -> None:
     worker = one("Deployment", "graphrunner-worker")
     assert worker["spec"]["strategy"] == {
         "type": "RollingUpdate",
         "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
     }
     assert "replicas" not in worker["spec"], "the autoscaler owns the worker count"
-    assert all("ports" not in c for c in containers(worker))
+    ports = [p for c in containers(worker) for p in c.get("ports", [])]
+    assert ports == [{"name": "metrics", "containerPort": 9464}]  # test_observability_deploy.py
 
 
 def test_worker_probes_outwait_the_ping_timeout() -> None:
@@ -561,9 +562,9 @@ def test_every_image_is_pinned_to_an_exact_release() -> None:
 
     images = {c["image"] for w in workloads() for c in containers(w)}
     assert images == {"graphrunner-worker:0.1.0", "redis:7.4.11-alpine"}
-    from compose_files import load_compose
+    from compose_files import OBSERVABILITY, load_compose
 
-    composed = {s["image"] for s in load_compose()["services"].values()}
+    composed = {s["image"] for name, s in load_compose()["services"].items() if name not in OBSERVABILITY}
     assert composed == images  # compose and Kubernetes run the same releases
     for image in images:
         assert re.fullmatch(r"[a-z0-9./-]+:\d+\.\d+\.\d+(-[a-z0-9.]+)?(@sha256:[0-9a-f]{64})?", image), image
@@ -749,6 +750,23 @@ def test_the_manifests_run_the_expected_subcommands() -> None:
     assert SUBCOMMANDS == ["beat", "flower", "ping", "ui", "worker"]
 
 
+def graphrunner_worker_options() -> set[str]:
+    """The options `graphrunner worker --help` names: its own (e.g. --metrics-port) and Celery's."""
+    import re
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHRUNNER_", "FLOWER_", "OTEL_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "graphrunner", "worker", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    )
+    return set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", done.stdout))
+
+
 def known_options(subcommand: str) -> set[str]:
     """The options `graphrunner <subcommand>` takes: its own, or Celery's and Flower's it passes on."""
     from celery.bin.worker import worker as celery_worker
@@ -756,8 +774,8 @@ def known_options(subcommand: str) -> set[str]:
 
     from graphrunner.cli import main
 
-    if subcommand == "worker":
-        return {opt for p in celery_worker.params for opt in p.opts}
+    if subcommand == "worker":  # Celery's options, and graphrunner's own that its --help lists
+        return {opt for p in celery_worker.params for opt in p.opts} | graphrunner_worker_options()
     if subcommand == "flower":
         return {f"--{name}" for name in flower_options._options}
     return {opt for p in main.commands[subcommand].params for opt in p.opts}
