@@ -1,5 +1,6 @@
-"""The read side of the JSON API under `/api`: runs, one run, its steps and state, graphs, the
-login (`/api/me`), the OpenAPI document, and `/healthcheck`; and submitting a run."""
+"""The read side of the JSON API under `/api`: runs, one run, its steps, timeline and state,
+graphs and their per-node stats, the login (`/api/me`), the OpenAPI document, and `/healthcheck`;
+and submitting a run."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ class Runs(Base):
     async def post(self) -> None:
         body = self.json_body()
         granted = self.login.granted
-        code, answer = await self.call(reading.submit, self.explorer.client, body, granted, self.user)
+        trace = self.request.headers.get("traceparent")  # the run's trace hangs under the caller's span
+        code, answer = await self.call(reading.submit, self.explorer.client, body, granted, self.user, trace)
         self.send_json(answer, code)
 
 
@@ -58,6 +60,16 @@ class Steps(Base):
         self.send_json(await self.call(reading.steps_json, self.explorer.client, run_id, args))
 
 
+class Timeline(Base):
+    """`GET /api/runs/<id>/timeline?after=&limit=&latest=`: its steps in time, a window of its
+    transcript."""
+
+    async def get(self, run_id: str) -> None:
+        names = ("after", "limit", "latest")
+        args = {k: self.get_argument(k) for k in names if self.get_argument(k, None) is not None}
+        self.send_json(await self.call(reading.timeline_json, self.explorer.client, run_id, args))
+
+
 class State(Base):
     """`GET /api/runs/<id>/state[?key=K]`: the whole state, or one key's value, uncapped."""
 
@@ -71,6 +83,14 @@ class GraphApi(Base):
 
     async def get(self, graph_id: str) -> None:
         self.send_json(await self.call(reading.graph_json, self.explorer.client, graph_id))
+
+
+class GraphStats(Base):
+    """`GET /api/graph-stats/<id>?window=`: per-node stats of the graph's runs in a window."""
+
+    async def get(self, graph_id: str) -> None:
+        window = self.get_argument("window", None)
+        self.send_json(await self.call(reading.graph_stats, self.explorer.client, graph_id, window))
 
 
 class OpenApi(Base):

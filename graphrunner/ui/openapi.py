@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphrunner.run_status import STATUSES
+from graphrunner.ui.node_stats import WINDOWS
 
 RUN_ID = {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}
 ERROR = {
@@ -24,6 +25,70 @@ ERROR = {
                 "missing": {"type": "array", "items": {"type": "object"}},
             },
         }
+    },
+}
+NUMBER = {"type": ["number", "null"]}
+TIMELINE = {
+    "type": "object",
+    "properties": {
+        "run_id": {"type": "string"},
+        "status": {"type": "string"},
+        "rows": {
+            "type": "array",
+            "description": "one per step, in transcript order; a step in progress has status null",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "step": {"type": "integer"},
+                    "node": {"type": ["string", "null"]},
+                    "status": {"type": ["string", "null"]},
+                    "started_at": {"type": ["string", "null"], "description": "the start of its final task"},
+                    "start_ms": NUMBER,
+                    "begun_at": {"type": ["string", "null"], "description": "when a suspended step began"},
+                    "suspended_ms": NUMBER,
+                    "queue_ms": NUMBER,
+                    "duration_ms": NUMBER,
+                    "worker": {"type": ["string", "null"]},
+                    "items": {"type": ["object", "null"], "description": "a foreach step's items"},
+                    "marks": {"type": "array", "items": {"type": "object"}},
+                },
+            },
+        },
+        "start_ms": NUMBER,
+        "end_ms": NUMBER,
+        "records": {"type": "integer", "description": "transcript records read"},
+        "more": {"type": "boolean", "description": "records after these were left out"},
+        "next_after": {"type": ["string", "null"]},
+    },
+}
+GRAPH_STATS = {
+    "type": "object",
+    "properties": {
+        "graph_id": {"type": "string"},
+        "window": {"type": "string"},
+        "since": {"type": "integer", "description": "runs created at or after (epoch ms)"},
+        "runs_read": {"type": "integer"},
+        "runs_capped": {"type": "boolean", "description": "the window holds more runs than were read"},
+        "runs_truncated": {"type": "integer", "description": "runs read only in part"},
+        "records_read": {"type": "integer"},
+        "nodes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "node": {"type": "string"},
+                    "steps": {"type": "integer"},
+                    "errors": {"type": "integer"},
+                    "failure_rate": NUMBER,
+                    "p50_ms": NUMBER,
+                    "p95_ms": NUMBER,
+                    "max_ms": NUMBER,
+                    "queue_p50_ms": NUMBER,
+                    "queue_p95_ms": NUMBER,
+                    "retries": {"type": "integer"},
+                },
+            },
+        },
     },
 }
 ACTED = {
@@ -117,6 +182,38 @@ def document() -> dict[str, Any]:
             | _errors(400, 401, 404),
         }
     }
+    timeline = {
+        "get": {
+            "summary": "The run's steps in time: per step its start, queue wait, run time, worker, "
+            "suspension and marks (retry backoffs, sleeps), a foreach step's items; a window of "
+            "`limit` transcript records after `after`",
+            "parameters": [
+                RUN_ID,
+                _query("after", "the next_after of the previous window (default: the first records)"),
+                _query("limit", "transcript records read, 1-2000", {"type": "integer", "default": 500}),
+                _query(
+                    "latest",
+                    "true: the run's latest records instead (the longest recent stretch within limit)",
+                    {"type": "boolean", "default": False},
+                ),
+            ],
+            "responses": {"200": _json({"$ref": "#/components/schemas/Timeline"}, "the timeline")}
+            | _errors(400, 401, 404),
+        }
+    }
+    graph_stats = {
+        "get": {
+            "summary": "Per-node stats (steps, p50/p95/max run time, failure rate, queue wait, retries) "
+            "of the graph's runs created in the window: the most recent 500, the first 100 transcript "
+            "records of each",
+            "parameters": [
+                {"name": "graph_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                _query("window", "how far back", {"type": "string", "enum": list(WINDOWS), "default": "24h"}),
+            ],
+            "responses": {"200": _json({"$ref": "#/components/schemas/GraphStats"}, "the stats")}
+            | _errors(400, 401, 404),
+        }
+    }
     return {
         "openapi": "3.1.0",
         "info": {"title": "graphrunner run explorer API", "version": "1"},
@@ -165,6 +262,8 @@ def document() -> dict[str, Any]:
                         },
                     },
                 },
+                "Timeline": TIMELINE,
+                "GraphStats": GRAPH_STATS,
                 "Me": {
                     "type": "object",
                     "properties": {
@@ -192,6 +291,7 @@ def document() -> dict[str, Any]:
                 }
             },
             "/api/runs/{run_id}/steps": steps,
+            "/api/runs/{run_id}/timeline": timeline,
             "/api/runs/{run_id}/state": {
                 "get": {
                     "summary": "The whole state, or one key's value",
@@ -235,6 +335,7 @@ def document() -> dict[str, Any]:
                     "responses": {"200": _json({"type": "object"}, "the graph")} | _errors(401, 404),
                 }
             },
+            "/api/graph-stats/{graph_id}": graph_stats,
             "/healthcheck": {
                 "get": {
                     "summary": "OK, without auth",

@@ -3,6 +3,7 @@ on the explorer's threads by the handlers."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -11,15 +12,27 @@ from typing import TYPE_CHECKING, Any
 from graphrunner.cluster.runs.ids import check_run_id
 from graphrunner.errors import GraphNotFound, InvalidRunQuery, RunNotFound
 from graphrunner.services.records import parse
+from graphrunner.store import now_ms
+from graphrunner.telemetry.propagation import valid_traceparent
+from graphrunner.ui.node_stats import DEFAULT_WINDOW, WINDOWS, node_stats
 from graphrunner.ui.permits import check_grants, run_capabilities
+from graphrunner.ui.timeline import timeline
 from graphrunner.ui.views import capped, run_view, steps_view, version_view
 
 if TYPE_CHECKING:
     from graphrunner.client import Client
     from graphrunner.engine import RunSnapshot
     from graphrunner.graph import Graph
+    from graphrunner.store import StepEntry
 
 MAX_STEPS_PAGE = 500
+STREAM_ID = re.compile(r"\d{1,16}-\d{1,20}")
+MAX_SEQ = 2**64 - 1  # the highest sequence number of a stream id: `MS-MAX_SEQ` is the last of MS
+LATEST_SPANS_MS = (1_000, 10_000, 60_000, 600_000, 3_600_000, 86_400_000, 604_800_000)
+TIMELINE_RECORDS = 500  # transcript records a timeline reads by default (a run can have 100k)
+MAX_TIMELINE_RECORDS = 2000
+STATS_RUNS = 500  # the graph page's per-node stats read the most recent runs in the window, this many
+STATS_RECORDS = 100  # and the first records of each run's transcript, this many
 RUNS_FOR_VERSIONS = 50  # runs counted per version, and versions found by runs (stored before the index)
 VERSIONS_DRAWN = 10  # the graph page draws the newest stored versions, this many; the others are listed
 
@@ -36,6 +49,7 @@ class RunPageData:
     svg: str | None
     notes: tuple[str, ...]
     steps: dict[str, Any]
+    timeline: dict[str, Any]
 
 
 def runs_page(client: Client, args: Mapping[str, str]) -> dict[str, Any]:
@@ -61,7 +75,7 @@ def run_json(client: Client, run_id: str) -> dict[str, Any]:
     """`/api/runs/<id>`: the run, state capped."""
     snap = snapshot(client, run_id)
     stored = bool(snap.graph_hash) and client.store.load_graph(snap.graph_hash) is not None
-    return run_view(snap, client.store.run_fields(snap.run_id), stored)
+    return run_view(snap, client.store.run_fields(snap.run_id), stored, client.settings.trace_url)
 
 
 def steps_json(client: Client, run_id: str, args: Mapping[str, str]) -> dict[str, Any]:
@@ -74,6 +88,92 @@ def steps_json(client: Client, run_id: str, args: Mapping[str, str]) -> dict[str
     return steps_view([(e.id, parse(e.record)) for e in entries], limit)
 
 
+def timeline_json(client: Client, run_id: str, args: Mapping[str, str]) -> dict[str, Any]:
+    """`/api/runs/<id>/timeline`: the timeline of `limit` transcript records after `after` (a
+    stream id; the first records by default), or with `latest` of the run's latest records; and
+    where the next window starts."""
+    snap = snapshot(client, run_id)
+    limit = _whole(args, "limit", TIMELINE_RECORDS)
+    if not 1 <= limit <= MAX_TIMELINE_RECORDS:
+        raise InvalidRunQuery(f"limit must be 1-{MAX_TIMELINE_RECORDS}, got {limit}")
+    latest = args.get("latest", "").lower() in ("1", "true", "yes")
+    after = args.get("after") or "-"
+    if after != "-" and not STREAM_ID.fullmatch(after):
+        raise InvalidRunQuery(
+            f"after must be a transcript position (MS-SEQ, a next_after), got {after!r:.60}"
+        )
+    if latest:
+        after, entries = _latest(client, snap.run_id, limit)
+    else:
+        entries = client.store.steps(snap.run_id, after, count=limit + 1)
+    more = len(entries) > limit
+    entries = entries[:limit]
+    return {
+        "run_id": snap.run_id,
+        "status": snap.status.value,
+        "step_count": snap.step,
+        "after": None if after == "-" else after,
+        "latest": latest,
+        "limit": limit,
+        "more": more,
+        "next_after": entries[-1].id if more and entries else None,
+        **timeline([(e.id, parse(e.record)) for e in entries]),
+    }
+
+
+def _latest(client: Client, run_id: str, limit: int) -> tuple[str, list[StepEntry]]:
+    """The run's latest transcript records, `limit` at most, and the position they follow.
+
+    A transcript is read forwards only, and its positions are times (`MS-SEQ`): so the stretches
+    of time before the run's last update in `LATEST_SPANS_MS` are tried, shortest first, and the
+    longest one holding no more than `limit` records is taken (when even the shortest holds more,
+    its first `limit + 1`; when one reaches back to the run's creation, the whole transcript)."""
+    fields = client.store.run_fields(run_id)
+    last, created = _ms(fields.get("updated_at")), _ms(fields.get("created_at")) or 0
+    chosen: tuple[str, list[StepEntry]] | None = None
+    for span in LATEST_SPANS_MS if last is not None else ():
+        since = (last or 0) - span
+        after = "-" if since <= created else f"{since - 1}-{MAX_SEQ}"
+        entries = client.store.steps(run_id, after, count=limit + 1)
+        if len(entries) > limit:
+            return chosen or (after, entries)
+        chosen = (after, entries)
+        if after == "-":
+            return chosen
+    return chosen or ("-", client.store.steps(run_id, "-", count=limit + 1))
+
+
+def graph_stats(client: Client, graph_id: str, window: str | None) -> dict[str, Any]:
+    """`/api/graph-stats/<id>`: per-node stats over the runs of the graph created in the last
+    `window` (`1h`, `24h`, `7d`): the most recent `STATS_RUNS` of them, the first
+    `STATS_RECORDS` records of each one's transcript; says how much was read and left out."""
+    window = window or DEFAULT_WINDOW
+    if window not in WINDOWS:
+        raise InvalidRunQuery(f"window must be one of {', '.join(WINDOWS)}, got {window!r:.40}")
+    since = now_ms() - WINDOWS[window]
+    page = client.list_page(graph_id, limit=STATS_RUNS, since=since)
+    if not page.runs and not client.store.graph_versions(graph_id):
+        raise GraphNotFound(f"no stored versions or runs of graph {graph_id!r} in the store")
+    records, truncated = [], 0
+    for summary in page.runs:
+        entries = client.store.steps(summary.run_id, count=STATS_RECORDS + 1)
+        truncated += len(entries) > STATS_RECORDS
+        records += [parse(e.record) for e in entries[:STATS_RECORDS]]
+    return {
+        "graph_id": graph_id,
+        "window": window,
+        "windows": list(WINDOWS),
+        "since": since,
+        "runs_read": len(page.runs),
+        "runs_capped": page.next_cursor is not None,
+        "max_runs": STATS_RUNS,
+        "records_per_run": STATS_RECORDS,
+        "runs_truncated": truncated,
+        "records_read": len(records),
+        "nodes": node_stats(records),
+    }
+
+
 def full_state(client: Client, run_id: str, key: str | None) -> Any:
     """`/api/runs/<id>/state`: the whole state, or the value of one key."""
     state = snapshot(client, run_id).state
@@ -84,8 +184,11 @@ def full_state(client: Client, run_id: str, key: str | None) -> Any:
     return state[key]
 
 
-def run_page(client: Client, run_id: str, after: str | None) -> RunPageData:
-    """The run page: the run, its graph version drawn with its path, a page of its transcript."""
+def run_page(
+    client: Client, run_id: str, after: str | None, timeline_args: Mapping[str, str] | None = None
+) -> RunPageData:
+    """The run page: the run, its graph version drawn with its path, its timeline (a window as
+    `timeline_args` say: `after`, `latest`) and a page of its transcript."""
     from graphrunner.render import render
     from graphrunner.stored_runs import read_run
 
@@ -98,7 +201,8 @@ def run_page(client: Client, run_id: str, after: str | None) -> RunPageData:
     except GraphNotFound as exc:
         notes = (str(exc),)
     steps = steps_json(client, run_id, {"after": after or "-", "limit": "100"})
-    return RunPageData(run, _inline(svg), notes, steps)
+    times = timeline_json(client, run_id, timeline_args or {})
+    return RunPageData(run, _inline(svg), notes, steps, times)
 
 
 def graph_json(client: Client, graph_id: str, drawn: bool = False) -> dict[str, Any]:
@@ -149,12 +253,17 @@ def _version(client: Client, version: Mapping[str, Any], draw: bool) -> dict[str
 
 
 def submit(
-    client: Client, body: Mapping[str, Any], granted: Sequence[str], user: str | None
+    client: Client,
+    body: Mapping[str, Any],
+    granted: Sequence[str],
+    user: str | None,
+    traceparent: str | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """`POST /api/runs`: 201 for a new run, 202 for one queued behind its concurrency key, 200 for
     a run id submitted before with the same graph and inputs. The run carries the login's
     capabilities `granted` (or the body's narrower `capabilities`); a graph that needs more is
-    refused (`SubmitRefused`) before anything is stored."""
+    refused (`SubmitRefused`) before anything is stored. The run's trace hangs under the
+    request's W3C `traceparent` header; an invalid one is ignored, as W3C Trace Context says."""
     graph_ref, inputs = body.get("graph"), body.get("inputs") or {}
     run_id, key = body.get("run_id"), body.get("concurrency_key")
     if not isinstance(graph_ref, str) or not graph_ref:
@@ -168,8 +277,16 @@ def submit(
     graph = find_graph(client, graph_ref)
     check_grants(client, graph, capabilities, user)
     existed = run_id is not None and bool(client.store.run_fields(run_id))
+    if traceparent is not None and not valid_traceparent(traceparent):
+        traceparent = None
     handle = client.submit(
-        graph, inputs, run_id=run_id, capabilities=capabilities, concurrency_key=key, when_busy=when_busy
+        graph,
+        inputs,
+        run_id=run_id,
+        capabilities=capabilities,
+        concurrency_key=key,
+        when_busy=when_busy,
+        traceparent=traceparent,
     )
     status = client.store.status_of(handle.id)
     code = 200 if existed else 202 if status == "pending" else 201
@@ -217,6 +334,10 @@ def _time(args: Mapping[str, str], name: str) -> int | None:
         raise InvalidRunQuery(f"{name} must be epoch ms or an ISO date-time, got {text!r}") from None
     moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
+
+
+def _ms(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() else None
 
 
 def _whole(args: Mapping[str, str], name: str, default: int | None) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit
 
 from graphrunner.engine import RunSnapshot
 from graphrunner.store import GraphVersion
@@ -43,8 +44,11 @@ def capped_map(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any
     }
 
 
-def run_view(snap: RunSnapshot, fields: Mapping[str, str], graph_stored: bool) -> dict[str, Any]:
-    """A run as `/api/runs/<id>` answers it: its record, with state, inputs and output capped."""
+def run_view(
+    snap: RunSnapshot, fields: Mapping[str, str], graph_stored: bool, trace_url: str | None = None
+) -> dict[str, Any]:
+    """A run as `/api/runs/<id>` answers it: its record, with state, inputs and output capped, and
+    its trace linked through the template `trace_url` (GRAPHRUNNER_TRACE_URL)."""
     state, state_cap = capped_map(snap.state)
     inputs, _ = capped_map(snap.inputs)
     return {
@@ -69,11 +73,29 @@ def run_view(snap: RunSnapshot, fields: Mapping[str, str], graph_stored: bool) -
         "children_total": len(snap.children),
         "concurrency_key": snap.concurrency_key,
         "capabilities": list(snap.capabilities),
+        "trace": trace_view(snap, trace_url),
         "inputs": inputs,
         "output": capped(snap.output),
         "state": state,
         "state_cap": state_cap,
     }
+
+
+def trace_view(snap: RunSnapshot, template: str | None) -> dict[str, Any] | None:
+    """The run's trace: `{trace_id, url}`, the link made with `template` (None without one);
+    None for a run without a trace."""
+    if snap.trace is None:
+        return None
+    url = trace_link(template, snap.trace.trace_id, snap.run_id) if template else None
+    return {"trace_id": snap.trace.trace_id, "url": url}
+
+
+def trace_link(template: str, trace_id: str, run_id: str) -> str | None:
+    """`template` with `{trace_id}` and `{run_id}` replaced by the ids, URL-escaped (a plain
+    replace: a template may hold other braces, as a Grafana explore URL does); None unless the
+    result is an http(s) URL."""
+    url = template.replace("{trace_id}", quote(trace_id, safe="")).replace("{run_id}", quote(run_id, safe=""))
+    return url if urlsplit(url).scheme.lower() in ("http", "https") else None
 
 
 def version_view(version: GraphVersion | None, content_hash: str = "") -> dict[str, Any]:
