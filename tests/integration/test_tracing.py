@@ -63,6 +63,20 @@ nodes:
 """
 
 
+COUNTED = """
+    id: t/counted
+    inputs: {k: {type: integer, required: true}}
+    state: {n: {type: integer, default: 0}}
+    config: {start: add}
+    nodes:
+      add:
+        action: {tool: echo, params: {n: "${state.n}"}}
+        assign: {n: "${result.n + 1}"}
+        next: [{to: done, when: "state.n >= inputs.k"}, {to: add}]
+      done: {type: return, output: "${state.n}"}
+"""
+
+
 @dataclass(frozen=True)
 class Traced:
     client: Client
@@ -80,7 +94,8 @@ def traced_workers(redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPat
     with otlp_receiver() as receiver:
         otel = {
             "OTEL_TRACES_EXPORTER": "otlp",
-            "OTEL_METRICS_EXPORTER": "none",
+            "OTEL_METRICS_EXPORTER": "otlp",
+            "OTEL_METRIC_EXPORT_INTERVAL": "300",
             "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url,
             "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
             "OTEL_BSP_SCHEDULE_DELAY": "100",
@@ -142,6 +157,43 @@ def test_a_run_on_two_workers_is_one_trace_under_the_producers_span(
     assert len(instances) == 2, f"the steps were taken by {instances}: one worker only"
     _check_fan_out(spans, by_id, root)
     _check_children(spans, by_id, root)
+
+
+def test_otlp_metrics_count_the_step_tasks_the_traces_show(traced_workers: Traced, tmp_path: Path) -> None:
+    graph = parse_graph(textwrap.dedent(COUNTED))
+    handles = [traced_workers.client.submit(graph, {"k": k}) for k in (1, 2, 3)]
+    assert all(h.wait(timeout=WAIT_S).status == "completed" for h in handles)
+    receiver = traced_workers.receiver
+
+    def step_spans() -> int:
+        with receiver.lock:
+            return sum(1 for s in receiver.spans if s.attributes.get("graphrunner.graph.id") == "t/counted"
+                       and "graphrunner.outcome" in s.attributes)  # fmt: skip
+
+    def counted() -> int:  # the latest cumulative point of each worker process, per attribute set
+        with receiver.lock:
+            latest = {
+                (p.resource["service.instance.id"], tuple(sorted(p.attributes.items()))): p.value
+                for p in receiver.points
+                if p.metric == "graphrunner.steps" and p.attributes.get("graph") == "t/counted"
+            }
+        return int(sum(latest.values()))
+
+    wait_for(
+        lambda: step_spans() >= 9 and counted() == step_spans(), WAIT_S, "the steps counted at the receiver"
+    )
+    with receiver.lock:
+        nodes = {
+            p.attributes["node"]
+            for p in receiver.points
+            if p.metric == "graphrunner.steps" and p.attributes.get("graph") == "t/counted"
+        }
+        finished = {
+            p.attributes["status"]
+            for p in receiver.points
+            if p.metric == "graphrunner.runs.finished" and p.attributes.get("graph") == "t/counted"
+        }
+    assert nodes == {"add", "done"} and finished == {"completed"}
 
 
 def test_a_worker_log_line_of_a_step_leads_to_its_trace_and_span(traced_workers: Traced) -> None:
