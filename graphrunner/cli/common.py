@@ -277,12 +277,15 @@ def iso_time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def set_up_telemetry(role: str) -> None:
-    """Set up OpenTelemetry for this command's process (`role`: run, ui) as OTEL_* asks; a setting
-    that cannot work exits with a usage error naming it."""
+def set_up_telemetry(role: str, *, required: bool = True) -> None:
+    """Set up OpenTelemetry for this command's process (`role`: run, ui, cli) as OTEL_* asks; a
+    setting that cannot work exits with a usage error naming it (a warning when not `required`:
+    an operator's command does not stop for its tracing)."""
     from graphrunner.telemetry import sdk
 
     try:
         sdk.configure(role)
     except ConfigurationError as exc:
-        fail(str(exc), USAGE_ERROR)
+        if required:
+            fail(str(exc), USAGE_ERROR)
+        click.echo(f"warning: {exc}; not traced", err=True)

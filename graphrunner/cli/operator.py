@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import click
 
-from graphrunner.cli.common import print_json
+from graphrunner.cli.common import print_json, set_up_telemetry
 from graphrunner.cli.connect import cluster_client, reported_errors
 
 
@@ -18,10 +18,12 @@ def cancel(run_id: str, as_json: bool) -> None:
 
     A step in flight finishes but is not committed; queued foreach items are skipped.
     A cancelled run can be resumed with `graphrunner resume RUN`. Exit 1 when RUN is
-    unknown or has already finished.
+    unknown or has already finished. Where OTEL_* asks for traces, the run's trace gets its
+    end (its run span, and the span of the wait it was in).
     """
     from graphrunner.cluster.runs.ids import check_run_id
 
+    set_up_telemetry("cli", required=False)
     with reported_errors():
         check_run_id(run_id)
         with cluster_client() as client:

@@ -139,6 +139,18 @@ def run_ended(graph: CompiledGraph | None, snap: RunSnapshot) -> None:
           time.time(), attributes, error)  # fmt: skip
 
 
+def cancelled(snap: RunSnapshot, final: RunSnapshot) -> None:
+    """Run `snap` was cancelled (`final`): the wait it kept and its run span end now. Only where
+    this process traces (a worker, `graphrunner ui`, `graphrunner cancel`): a producer's own
+    process emits nothing."""
+    if snap.status is RunStatus.RUNNING and snap.wait is not None:
+        wait_ended(None, snap, time.time())
+    if snap.status is RunStatus.PAUSED:  # its run span ended when it paused
+        metrics.run_finished(final.graph_id, final.status.value)
+    else:
+        run_ended(None, final)
+
+
 # -- the wait span ---------------------------------------------------------------------------------
 
 

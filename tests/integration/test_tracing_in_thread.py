@@ -119,3 +119,25 @@ def test_without_a_provider_set_up_a_run_emits_no_span(cluster: Client) -> None:
     assert cluster.submit(graph).wait(timeout=WAIT_S).status == "completed"
     assert not sdk.wanted().traces  # the suite sets no OTEL_*
     assert exporter.get_finished_spans() == ()
+
+
+def test_a_cancelled_run_ends_its_wait_and_its_run_span(
+    cluster: Client, exported: InMemorySpanExporter
+) -> None:
+    graph = parse_graph(
+        _graph("""
+        config: {start: nap}
+        nodes:
+          nap: {action: {tool: sleep, params: {seconds: 600}}}
+    """)
+    )
+    handle = cluster.submit(graph)
+    wait_for(lambda: cluster.store.load_run(handle.id).wait is not None, WAIT_S, "the durable sleep")
+    cluster.cancel(handle.id)
+    spans = _trace_of(exported, handle.id)
+    [root] = [s for s in spans if s.name == "openarmature.invocation"]
+    assert root.attributes["openarmature.outcome"] == "cancelled"
+    assert root.status.status_code.name == "UNSET"
+    [nap] = [s for s in spans if s.name == "graphrunner.wait"]
+    assert nap.attributes["openarmature.suspension.metadata.kind"] == "timer"
+    assert nap.parent is not None and nap.parent.span_id == root.context.span_id

@@ -19,7 +19,7 @@ from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.errors import CancelError, ResumeError, RunNotFound, RunRefused
 from graphrunner.services.records import AdmitRecord, CancelRecord, ResumeRecord, parse, utcnow
 from graphrunner.store import Fence, Store, existing_run, now_ms
-from graphrunner.telemetry import propagation
+from graphrunner.telemetry import propagation, spans
 
 if TYPE_CHECKING:
     from graphrunner.cluster.runs.context import Cluster
@@ -100,6 +100,7 @@ def cancel(cluster: Cluster, run_id: str, reason: str = "cancelled by request") 
             break
     else:
         raise CancelError(f"run {run_id} kept changing while it was being cancelled; try again")
+    spans.cancelled(snap, final)  # where this process traces: its open wait and its run span end
     if snap.status is RunStatus.PENDING and snap.concurrency_key:
         cluster.store.unqueue(snap.concurrency_key, run_id)
     for child in dict.fromkeys((*snap.children, *open_children(snap))):
