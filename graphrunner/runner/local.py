@@ -1,7 +1,8 @@
 """The in-process runner: a whole run in one process, driving the pure engine.
 
 This is how users unit-test graphs, and the reference the distributed runtime agrees with.
-Dispatch, hooks and the cache are the `StepServices` the cluster uses too.
+Dispatch, hooks and the cache are the `StepServices` the cluster uses too. Each run, step and
+foreach item is a span through the OpenTelemetry API's global tracer (`telemetry/local_spans.py`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from graphrunner.services import StepServices, tool_context
 from graphrunner.services.records import AnyRecord, StepRecord, retry_records, utcnow
 from graphrunner.services.step_services import MAX_HOOK_RETRIES
 from graphrunner.settings import Settings
+from graphrunner.telemetry import local_spans
 from graphrunner.tools import ToolRegistry
 
 StepObserver = Callable[[RunSnapshot, dict[str, Any]], None]
@@ -78,18 +80,24 @@ class LocalRunner:
             depth=depth,
             max_state_bytes=self.services.max_state_bytes,
         )
-        failed = self.services.env_failure(graph, snap)
-        if failed is not None:
-            return RunResult.from_snapshot(failed)
-        await self.services.started(graph, snap)
-        return await self.drive(graph, snap)
+        with local_spans.run(graph, snap) as traced:
+            failed = self.services.env_failure(graph, snap)
+            if failed is not None:
+                traced.ended(failed)
+                return RunResult.from_snapshot(failed)
+            await self.services.started(graph, snap)
+            result = await self.drive(graph, snap)
+            traced.ended(result.snapshot or snap)
+            return result
 
     async def drive(self, graph: CompiledGraph, snap: RunSnapshot) -> RunResult:
         """Take steps from `snap` until the run is no longer running."""
         steps: list[dict[str, Any]] = []
         exception: RunError | None = None
         while snap.status is RunStatus.RUNNING:
-            plan, result, records = await self.advance(graph, snap)
+            with local_spans.step(graph, snap) as traced:
+                plan, result, records = await self.advance(graph, snap)
+                traced.ended(plan, result, records)
             steps += [r.to_dict() for r in records]
             snap, exception = result.snapshot, result.exception
             if self.on_step:
@@ -145,7 +153,10 @@ class LocalRunner:
         if isinstance(call, ActionFailure):
             return ItemOutcome(index, item, ActionOutcome(failure=call))
         context = tool_context(snap, plan.node, plan.step, index)
-        return ItemOutcome(index, item, await self.services.call(snap, call, context))
+        with local_spans.item(snap, plan.node, index) as traced:
+            outcome = await self.services.call(snap, call, context)
+            traced.ended(outcome)
+        return ItemOutcome(index, item, outcome)
 
     async def _foreach(self, graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan) -> ForeachOutcome:
         spec = graph.nodes[plan.node].spec
@@ -202,7 +213,7 @@ class LocalRunner:
         if isinstance(values, ActionFailure):
             return ItemOutcome(index, item, ActionOutcome(failure=values))
         run_id = f"{snap.run_id}.{plan.step}.{index}"
-        child = await self._child(graph, snap, plan.child_graph, values, run_id)
+        child = await self._child(graph, snap, plan.child_graph, values, run_id, index=index)
         return child.as_item(index, item, f"item {index} (graph '{plan.child_graph}')")
 
     async def _parallel(self, graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan) -> ParallelOutcome:
@@ -211,7 +222,9 @@ class LocalRunner:
         assert isinstance(spec, ParallelNode)
         tasks = {
             asyncio.ensure_future(
-                self._child(graph, snap, b.graph, b.values, f"{snap.run_id}.{plan.step}.{b.name}")
+                self._child(
+                    graph, snap, b.graph, b.values, f"{snap.run_id}.{plan.step}.{b.name}", branch=b.name
+                )
             ): b.name
             for b in plan.branches
         }
@@ -243,22 +256,27 @@ class LocalRunner:
         graph_id: str,
         values: dict[str, Any] | None,
         run_id: str,
+        *,
+        branch: str | None = None,
+        index: int | None = None,
     ) -> ChildOutcome:
-        """Run the child graph `graph_id` to its end in this process (a subgraph, branch or item)."""
+        """Run the child graph `graph_id` to its end in this process (a subgraph, `branch` or item
+        `index`), its run span under the step's."""
         too_deep = engine.too_deep(graph, snap)
         if too_deep is not None:
             return ChildOutcome("failed", error=too_deep)
         try:
             child = graph.subgraph(graph_id)
             inputs, state = child.split_child_values(values or {})
-            result = await self.invoke(
-                child,
-                inputs,
-                state=state,
-                run_id=run_id,
-                capabilities=snap.capabilities,
-                depth=snap.depth + 1,
-            )
+            with local_spans.child(snap, branch=branch, index=index):
+                result = await self.invoke(
+                    child,
+                    inputs,
+                    state=state,
+                    run_id=run_id,
+                    capabilities=snap.capabilities,
+                    depth=snap.depth + 1,
+                )
         except GraphrunnerError as exc:
             return ChildOutcome("failed", error=RunFailure(type="node_exception", message=str(exc)))
         return ChildOutcome(result.status, result.state, result.output, result.error, message=result.message)

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -57,10 +58,21 @@ _run: ContextVar[TraceLink | None] = ContextVar("graphrunner_local_run", default
 _place: ContextVar[Place | None] = ContextVar("graphrunner_local_place", default=None)
 
 
+@functools.cache
 def _tracer() -> trace.Tracer:
+    """The global tracer (a proxy until the application sets a provider up, then its tracer)."""
     from graphrunner import __version__
 
     return trace.get_tracer(SCOPE, __version__)
+
+
+def _start(name: str, attributes: Callable[[], dict[str, Any]]) -> Span:
+    """A span `name` under the current one; its attributes are only worked out when it records
+    (without an SDK, a step costs no more than a no-op span)."""
+    span = _tracer().start_span(name)
+    if span.is_recording():
+        span.set_attributes(attributes())
+    return span
 
 
 @contextlib.contextmanager
@@ -93,6 +105,8 @@ class RunSpan:
 
     def ended(self, snap: RunSnapshot) -> None:
         """The run ended (finished or paused) at `snap`: its attributes and status (OA §4.2)."""
+        if not self.span.is_recording():
+            return
         placed = snap if self.parent is None else snap.model_copy(update={"parent": self.parent})
         self.span.set_attributes(run_attributes(self.graph, placed, self.link))
         if snap.status is RunStatus.FAILED:
@@ -112,7 +126,7 @@ def run(graph: CompiledGraph, snap: RunSnapshot) -> Iterator[RunSpan]:
         assert child is not None
         link, parent = child, place.parent
     placed = snap if parent is None else snap.model_copy(update={"parent": parent})
-    span = _tracer().start_span(run_name(placed, link), attributes=run_attributes(graph, placed, link))
+    span = _start(run_name(placed, link), lambda: run_attributes(graph, placed, link))
     run_token, place_token = _run.set(link), _place.set(None)
     try:
         with _current(span):
@@ -147,6 +161,8 @@ class StepSpan:
     def ended(self, plan: StepPlan, result: StepResult, records: Sequence[AnyRecord]) -> None:
         """The step is done: what it held (items, branches, a child run), its retried attempts
         (`records` before its own), its outcome and status (OA §4.2)."""
+        if not self.span.is_recording():
+            return
         event = result.event
         spec = self.graph.nodes[plan.node].spec if plan.node in self.graph.nodes else None
         total = len(plan.items) if plan.items is not None else len(plan.branches) or None
@@ -181,7 +197,7 @@ def _retried(record: Any, error: RunFailure) -> dict[str, Any]:
 def step(graph: CompiledGraph, snap: RunSnapshot) -> Iterator[StepSpan]:
     """The step at `snap` is taken in the block: its span, current, under the run's."""
     link = _run.get() or propagation.at_submit(snap.run_id)
-    span = _tracer().start_span(snap.node or "step", attributes=step_attributes(snap, link, WORKER, None))
+    span = _start(snap.node or "step", lambda: step_attributes(snap, link, WORKER, None))
     with _current(span), logs.step_context(snap.run_id, snap.step + 1, snap.node):
         yield StepSpan(span, graph)
 
@@ -197,6 +213,8 @@ class ItemSpan:
 
     def ended(self, outcome: ActionOutcome) -> None:
         """The item's action is done: OK, or ERROR with its error's category."""
+        if not self.span.is_recording():
+            return
         if outcome.failure is not None:
             failed(self.span, outcome.failure.to_run_failure())
         else:
@@ -206,6 +224,13 @@ class ItemSpan:
 @contextlib.contextmanager
 def item(snap: RunSnapshot, node: str, index: int) -> Iterator[ItemSpan]:
     """Item `index` of the foreach at `snap` runs in the block: its span, under the step's."""
+    span = _start(node, lambda: _item_attributes(snap, node, index))
+    with _current(span), logs.item_context(snap.run_id, snap.step + 1, node, index):
+        yield ItemSpan(span)
+
+
+def _item_attributes(snap: RunSnapshot, node: str, index: int) -> dict[str, Any]:
+    """An item span's attributes: OA §5.4's for a fan-out instance, and graphrunner's."""
     attributes: dict[str, Any] = {
         "openarmature.node.name": node,
         "openarmature.node.fan_out_index": index,
@@ -217,6 +242,4 @@ def item(snap: RunSnapshot, node: str, index: int) -> Iterator[ItemSpan]:
     link = _run.get()
     if link is not None and link.correlation:
         attributes["openarmature.correlation_id"] = link.correlation
-    span = _tracer().start_span(node, attributes=attributes)
-    with _current(span), logs.item_context(snap.run_id, snap.step + 1, node, index):
-        yield ItemSpan(span)
+    return attributes

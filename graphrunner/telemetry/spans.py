@@ -24,13 +24,13 @@ import time
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, Status, StatusCode, TraceFlags
 
-from graphrunner.engine import RunFailure, RunSnapshot, RunStatus, TraceLink
+from graphrunner.engine import ActionFailure, RunFailure, RunSnapshot, RunStatus, TraceLink
 from graphrunner.telemetry import ids, logs, metrics, sdk
 from graphrunner.telemetry.naming import run_attributes, run_name, wait_attributes, wait_name
 
@@ -275,48 +275,80 @@ def step_attributes(
 # -- items and repairs ------------------------------------------------------------------------------
 
 
-def item_parent(snap: RunSnapshot) -> str | None:
-    """The W3C traceparent the items of the foreach suspended at `snap` carry: its wait span."""
+def item_parent(snap: RunSnapshot) -> dict[str, str]:
+    """What the item messages of the foreach suspended at `snap` carry of its trace: the W3C
+    traceparent of its wait span (their spans' parent) and the correlation id (none untraced)."""
     link = snap.trace
     if link is None or not enabled():
-        return None
+        return {}
     span_id = ids.wait_span(link, snap.run_id, snap.step, snap.phase)
-    return f"00-{link.trace_id}-{span_id}-{'01' if _sampled(link) else '00'}"
+    parent = f"00-{link.trace_id}-{span_id}-{'01' if _sampled(link) else '00'}"
+    return {"trace": parent, **({"correlation": link.correlation} if link.correlation else {})}
 
 
-@contextlib.contextmanager
-def item(
-    traceparent: str | None, run_id: str, step: int, node: str, index: int, worker: str
-) -> Iterator[None]:
-    """A task runs foreach item `index` of step `step` (1-based) of `run_id`: its log lines name it,
-    and its span, under `traceparent` (the step's wait span: the fan-out span) when the message
-    has one, lasts while it runs."""
-    with logs.item_context(run_id, step, node, index):
-        if traceparent is None or not enabled():
-            yield
+class ItemWork(Protocol):
+    """What an item task knows of its item (an item message)."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def trace(self) -> str | None: ...
+    @property
+    def correlation(self) -> str | None: ...
+
+
+@dataclass
+class ItemSpan:
+    """An item's live span, if it is traced."""
+
+    span: Span | None = None
+
+    def ended(self, failure: ActionFailure | None) -> None:
+        """The item ended: OK, or ERROR with `failure`'s classification (OA §4.2)."""
+        if self.span is None:
             return
-        with _item_span(traceparent, run_id, step, node, index, worker):
-            yield
+        if failure is None:
+            self.span.set_status(Status(StatusCode.OK))
+            return
+        failed(self.span, RunFailure(type=failure.classification, message=failure.message,
+                                     error_type=failure.error_type, traceback=failure.traceback))  # fmt: skip
 
 
 @contextlib.contextmanager
-def _item_span(
-    traceparent: str, run_id: str, step: int, node: str, index: int, worker: str
-) -> Iterator[None]:
+def item(work: ItemWork, node: str, worker: str) -> Iterator[ItemSpan]:
+    """A task runs foreach item `work.index`: its log lines name it, and its span, under the
+    message's traceparent (the step's wait span: the fan-out span) when it has one, lasts while
+    it runs."""
+    with logs.item_context(work.run_id, work.step, node, work.index):
+        if work.trace is None or not enabled():
+            yield ItemSpan()
+            return
+        with _item_span(work, node, worker) as span:
+            yield ItemSpan(span)
+
+
+@contextlib.contextmanager
+def _item_span(work: ItemWork, node: str, worker: str) -> Iterator[Span]:
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-    parent = TraceContextTextMapPropagator().extract({"traceparent": traceparent})
+    parent = TraceContextTextMapPropagator().extract({"traceparent": work.trace or ""})
     attributes: dict[str, Any] = {
         "openarmature.node.name": node,
-        "openarmature.node.fan_out_index": index,
+        "openarmature.node.fan_out_index": work.index,
         "openarmature.fan_out.parent_node_name": node,
-        "graphrunner.run.id": run_id,
-        "graphrunner.step": step,
+        "graphrunner.run.id": work.run_id,
+        "graphrunner.step": work.step,
         "graphrunner.worker": worker,
     }
+    if work.correlation:
+        attributes["openarmature.correlation_id"] = work.correlation
     span = _tracer().start_span(node, context=parent, attributes=attributes)
     with trace.use_span(span, end_on_exit=True, record_exception=True, set_status_on_exception=True):
-        yield
+        yield span
 
 
 def repaired(snap: RunSnapshot, what: str) -> None:

@@ -141,3 +141,36 @@ def test_a_cancelled_run_ends_its_wait_and_its_run_span(
     [nap] = [s for s in spans if s.name == "graphrunner.wait"]
     assert nap.attributes["openarmature.suspension.metadata.kind"] == "timer"
     assert nap.parent is not None and nap.parent.span_id == root.context.span_id
+
+
+def test_a_failed_foreach_item_is_an_error_span_under_the_fan_out_span(
+    cluster: Client, exported: InMemorySpanExporter
+) -> None:
+    graph = parse_graph(
+        _graph("""
+        state: {xs: {type: list, default: [ok, bad, ok]}}
+        config: {start: fan, error_mode: continue}
+        nodes:
+          fan:
+            type: foreach
+            over: "${state.xs}"
+            as: x
+            parallel: true
+            tolerated_failures: 1
+            action: {tool: fail, params: {message: "item ${x}"}}
+    """)
+    )
+    handle = cluster.submit(graph)
+    handle.wait(timeout=WAIT_S)
+    wait_for(
+        lambda: any(s.name == "openarmature.invocation" for s in exported.get_finished_spans()),
+        WAIT_S,
+        "the run span",
+    )
+    spans = _trace_of(exported, handle.id)
+    [fan_out] = [s for s in spans if (s.attributes or {}).get("graphrunner.wait.kind") == "foreach"]
+    items = [s for s in spans if s.parent is not None and s.parent.span_id == fan_out.context.span_id]
+    assert len(items) == 3
+    assert {s.status.status_code.name for s in items} == {"ERROR"}
+    assert all(s.attributes["openarmature.correlation_id"] == handle.id for s in items)
+    assert all([e.name for e in s.events] == ["exception"] for s in items)

@@ -41,6 +41,7 @@ from graphrunner.services import StepServices
 from graphrunner.services.records import (
     AnyRecord,
     FailedRecord,
+    RetryRecord,
     StepRecord,
     retry_records,
     utcnow,
@@ -283,6 +284,10 @@ class StepExecutor:
     def _suspend(self, graph: CompiledGraph, snap: RunSnapshot, suspend: Suspend) -> str:
         """Commit the suspension with what its kind sends with it, then what it does after."""
         kind = kind_of(suspend.wait)
+        taken = spans.current()
+        failed = [r.error for r in suspend.records if isinstance(r, RetryRecord)]
+        if taken is not None and failed:  # an attempt that failed and is tried again later (OA §4.2)
+            taken.status, taken.failure = "retry", failed[-1]
         new = self._suspended(snap, suspend.wait, suspend.changes)
         outs = kind.sends(self.cluster, graph, new, suspend.wait)
         if self._commit(snap, new, suspend.records, outs=outs) is None:

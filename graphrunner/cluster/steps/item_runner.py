@@ -115,13 +115,15 @@ class ItemRunner:
     async def _dispatch(self, msg: ItemMessage, call: ActionCall, queue: str, shadow: str) -> None:
         context = ToolContext(msg.run_id, msg.graph_id, call.node, msg.step, item_index=msg.index)
         began, worker = time.time(), worker_name()
-        with spans.item(msg.trace, msg.run_id, msg.step, call.node, msg.index, worker):
+        with spans.item(msg, call.node, worker) as traced:
             try:
                 outcome = await self.services.durable_call(
                     msg.graph_hash, call, context, attempt=msg.attempt, timer=msg.timer
                 )
             except Exception as exc:  # a bug or a broken tool: the item fails, the worker goes on
                 outcome = ActionOutcome(failure=_raised(msg, exc))
+            if not isinstance(outcome, Deferred):
+                traced.ended(outcome.failure)
         if isinstance(outcome, Deferred):
             self.publisher.send(msg.run_id, [self._later(msg, outcome, queue, shadow)])
             return

@@ -57,6 +57,7 @@ class ItemMessage(BaseModel):
     attempt: int = Field(default=1, ge=1)
     timer: dict[str, Any] | None = None  # {"result": ...}: a durable sleep that has come due
     trace: str | None = Field(default=None, pattern=TRACEPARENT)  # the span its span hangs under
+    correlation: str | None = Field(default=None, max_length=256)  # its trace's correlation id
     sig: str = Field(default="", max_length=128)  # HMAC of the rest under the cluster's key (signing.py)
 
     @classmethod

@@ -132,7 +132,7 @@ def chunk(
     plan = engine.prepare(graph, snap, utcnow())
     assert plan.items is not None
     node, now = graph.nodes[plan.node], utcnow()
-    parent = spans.item_parent(snap)  # the items' spans hang under the step's wait span
+    traced = spans.item_parent(snap)  # the items' spans hang under the step's wait span
     payloads: list[dict[str, Any]] = []
     failed: list[tuple[int, ItemRecord]] = []
     for index in range(wait.next, wait.upto):
@@ -151,7 +151,7 @@ def chunk(
                 "tag": wait.tag,
                 "index": index,
                 "call": call_payload(call),
-                **({"trace": parent} if parent else {}),
+                **traced,
             }
         )
     return payloads, failed
