@@ -15,9 +15,10 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -39,12 +40,13 @@ from benchmarks.processes import (
     terminate_as_exit,
 )
 from benchmarks.roundtrips import client_address, cluster_commands, monitoring, tally
-from graphrunner.embedded import EmbeddedRedis
+from graphrunner.embedded import EmbeddedRedis, free_port
 from graphrunner.settings import Settings
 
 WARM_UP = (4, 20)  # chains, steps: touches both pool processes before anything is timed
 BASELINE_EVENTS = "baseline+ev"
 WITH_EVENTS = "+ev"
+WITH_OTEL = "+otel"
 LOAD_WARNING = 0.5  # 1-minute load average above which the run is flagged as noisy
 STORES = ("redis", "cluster")  # where graphrunner keeps its run state: the private Redis, or a cluster
 
@@ -85,6 +87,7 @@ class Bench:
     server: EmbeddedRedis
     args: argparse.Namespace
     cluster: ClusterStore | None = None
+    otlp: str | None = None  # the OTLP sink's URL, with --otel
 
     @property
     def url(self) -> str:
@@ -131,6 +134,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help=f"also time graphrunner with Celery task events on, as under Flower (gate{WITH_EVENTS}, ...)",
     )
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help=f"also time graphrunner tracing every step to an OTLP/HTTP sink (gate{WITH_OTEL}, ...)",
+    )
     p.add_argument("--roundtrip-steps", type=int, default=1000, help="steps of the MONITOR run (0: skip)")
     p.add_argument("--json", action="store_true", help="also print every figure as one JSON line")
     args = p.parse_args(argv)
@@ -161,8 +169,9 @@ def baseline_phase(bench: Bench, prefetch: int, events: bool) -> Phase:
     )
 
 
-def graphrunner_phase(bench: Bench, prefetch: int, events: bool) -> Phase:
-    """The graphrunner worker (task events off, its default, or on) and one driver per loop graph."""
+def graphrunner_phase(bench: Bench, prefetch: int, events: bool, otel: bool = False) -> Phase:
+    """The graphrunner worker (task events off, its default, or on; tracing off, its default, or
+    on to the OTLP sink) and one driver per loop graph."""
     options = WorkerOptions(concurrency=bench.args.concurrency, loglevel=bench.args.loglevel)
     broker = bench.url if bench.cluster else None
     env = {
@@ -171,8 +180,9 @@ def graphrunner_phase(bench: Bench, prefetch: int, events: bool) -> Phase:
         "GRAPHRUNNER_PREFETCH": str(prefetch),
         "GRAPHRUNNER_QUIET": "1",
         "GRAPHRUNNER_TASK_EVENTS": "1" if events else "0",
+        **(otel_env(bench.otlp) if otel and bench.otlp else {}),
     }
-    suffix = WITH_EVENTS if events else ""
+    suffix = (WITH_EVENTS if events else "") + (WITH_OTEL if otel else "")
 
     def drivers() -> dict[str, Driver]:
         return {
@@ -192,7 +202,37 @@ def phases(bench: Bench, prefetch: int) -> list[Phase]:
     found.append(graphrunner_phase(bench, prefetch, False))
     if bench.args.graphrunner_events:
         found.append(graphrunner_phase(bench, prefetch, True))
+    if bench.otlp:
+        found.append(graphrunner_phase(bench, prefetch, False, otel=True))
     return found
+
+
+def otel_env(url: str) -> dict[str, str]:
+    """Traces (every one sampled) and metrics of the worker to the OTLP sink at `url`."""
+    return {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_METRICS_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": url,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_SERVICE_NAME": "graphrunner-bench",
+    }
+
+
+@contextmanager
+def otlp_sink(wanted: bool) -> Iterator[str | None]:
+    """The OTLP sink (`benchmarks.otlp_sink`) in a process of its own, with --otel."""
+    if not wanted:
+        yield None
+        return
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.otlp_sink", str(port)], start_new_session=True
+    )
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
 
 
 def timed(driver: Driver, scenario: Scenario, worker: Worker) -> Timing:
@@ -372,11 +412,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     load_before = check_quiet()
-    with terminate_as_exit(), EmbeddedRedis() as server, cluster_for(args.store) as cluster:
+    with (
+        terminate_as_exit(),
+        EmbeddedRedis() as server,
+        cluster_for(args.store) as cluster,
+        otlp_sink(args.otel) as otlp,
+    ):
         say(f"private Redis at {server.url}")
         if cluster:
             say(f"private Redis Cluster at {cluster.url}: ports {cluster.ports}, pids {cluster.pids}")
-        figures = measure(Bench(server, args, cluster))
+        figures = measure(Bench(server, args, cluster, otlp))
         env = environment(server.url)
     env["load_average"] = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
     show(figures)
