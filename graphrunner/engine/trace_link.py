@@ -10,18 +10,19 @@ inside it, and the package's telemetry code derives every span id from it.
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from graphrunner.engine.failures import _Compact
+from pydantic import BaseModel, ConfigDict, Field
 
 HEX_TRACE = r"^[0-9a-f]{32}$"
 HEX_SPAN = r"^[0-9a-f]{16}$"
 
 
-class TraceLink(_Compact):
+class TraceLink(BaseModel):
     """A run's place in its trace: `trace_id`, the `parent` span id of its run span, `sampled`
     (None: the workers' sampler decides), the run span's `segment` and when it began (`since`,
-    epoch ms), and the `namespace` of the nodes that started it (a child run's parent nodes)."""
+    epoch ms), and the `namespace` of the nodes that started it (a child run's parent nodes).
+    Serialized by pydantic alone (no serializer of ours: it is written with every commit)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     trace_id: str = Field(pattern=HEX_TRACE)
     parent: str | None = Field(default=None, pattern=HEX_SPAN)

@@ -107,8 +107,11 @@ class StepRecord(StepEvent):
         return self.status == "ok"
 
     @classmethod
-    def of(cls, result: StepResult, started_at: str, started: float, worker: str) -> StepRecord:
-        """The record of a finished step that started at `started_at` (perf counter `started`)."""
+    def of(
+        cls, result: StepResult, started_at: str, started: float, worker: str, **timing: Any
+    ) -> StepRecord:
+        """The record of a finished step that started at `started_at` (perf counter `started`);
+        `timing`: its `queue_ms`, `begun_at` and `items`, where there are."""
         values, omitted = carried(result.snapshot.state, result.event.changed_keys, result.sizes)
         return cls(
             **result.event.__dict__,
@@ -117,6 +120,7 @@ class StepRecord(StepEvent):
             worker=worker,
             changed_values=values,
             values_omitted=omitted,
+            **timing,
         )
 
 

@@ -33,7 +33,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from graphrunner.engine import ActionOutcome, ParentLink, RunFailure, RunSnapshot, RunStatus, TraceLink
 from graphrunner.telemetry import logs, propagation
-from graphrunner.telemetry.naming import holding, run_attributes, run_name
+from graphrunner.telemetry.naming import holding, run_attributes, run_name, version
 from graphrunner.telemetry.spans import SCOPE, failed, step_attributes
 
 if TYPE_CHECKING:
@@ -61,9 +61,7 @@ _place: ContextVar[Place | None] = ContextVar("graphrunner_local_place", default
 @functools.cache
 def _tracer() -> trace.Tracer:
     """The global tracer (a proxy until the application sets a provider up, then its tracer)."""
-    from graphrunner import __version__
-
-    return trace.get_tracer(SCOPE, __version__)
+    return trace.get_tracer(SCOPE, version())
 
 
 def _start(name: str, attributes: Callable[[], dict[str, Any]]) -> Span:

@@ -19,8 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -47,27 +46,31 @@ class StepContext:
 _current: ContextVar[StepContext | None] = ContextVar("graphrunner_log_context", default=None)
 
 
-@contextmanager
-def step_context(run_id: str, step: int, node: str | None) -> Iterator[StepContext]:
+class _Within:
+    """Log lines of the block are about `context` (a class, not a generator: it is entered once
+    per step, traced or not)."""
+
+    __slots__ = ("context", "token")
+
+    def __init__(self, context: StepContext) -> None:
+        self.context = context
+
+    def __enter__(self) -> StepContext:
+        self.token = _current.set(self.context)
+        return self.context
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self.token)
+
+
+def step_context(run_id: str, step: int, node: str | None) -> AbstractContextManager[StepContext]:
     """Log lines of the block are about step `step` (as the transcript numbers it) of run `run_id`."""
-    with _within(StepContext(run_id, step, node)) as context:
-        yield context
+    return _Within(StepContext(run_id, step, node))
 
 
-@contextmanager
-def item_context(run_id: str, step: int, node: str | None, index: int) -> Iterator[StepContext]:
+def item_context(run_id: str, step: int, node: str | None, index: int) -> AbstractContextManager[StepContext]:
     """Log lines of the block are about foreach item `index` of the step."""
-    with _within(StepContext(run_id, step, node, index)) as context:
-        yield context
-
-
-@contextmanager
-def _within(context: StepContext) -> Iterator[StepContext]:
-    token = _current.set(context)
-    try:
-        yield context
-    finally:
-        _current.reset(token)
+    return _Within(StepContext(run_id, step, node, index))
 
 
 def current() -> StepContext | None:

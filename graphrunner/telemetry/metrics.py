@@ -6,8 +6,9 @@ OpenTelemetry *API*: nothing is kept or exported unless the process set a `Meter
 (`telemetry/sdk.py`, by `OTEL_METRICS_EXPORTER`). The instruments are created on first use from
 the API's global meter, which is a proxy until a provider is set: instruments created before
 (in a worker's main process, before the pool forks) record into the provider set later (in each
-pool process). A call with nothing configured costs a dictionary and a no-op method call; the
-Prometheus side is recorded only in a worker whose endpoint is on (`record_into`).
+pool process). With nothing configured (no meter provider graphrunner set up, no endpoint) a call
+returns at once: a worker without metrics pays nothing per step. The Prometheus side is recorded
+only in a worker whose endpoint is on (`record_into`).
 
 Every attribute is bounded: a graph id, a node name, an outcome or status, a queue, a reason or a
 repair's kind. A run id never is (one time series per run would grow without end).
@@ -129,6 +130,8 @@ _provider: MeterProvider | None = None  # None: the API's global provider
 _otel: dict[str, Any] | None = None  # the OpenTelemetry instruments by name, made on first use
 _sink: Sink | None = None
 _runs: Callable[[], Mapping[str, int]] | None = None
+_global = False  # graphrunner set the global meter provider up (`sdk`)
+_recording = False  # anything takes the measurements: the facade returns at once otherwise
 
 
 # -- the facade -------------------------------------------------------------------------------------
@@ -136,6 +139,8 @@ _runs: Callable[[], Mapping[str, int]] | None = None
 
 def step_done(graph: str, node: str, outcome: str, seconds: float) -> None:
     """A task that took a step of a run ended with `outcome` after `seconds`."""
+    if not _recording:
+        return
     attributes = {"graph": graph, "node": node, "outcome": outcome}
     _add(STEPS, attributes)
     _observe(STEP_DURATION, attributes, seconds)
@@ -143,16 +148,22 @@ def step_done(graph: str, node: str, outcome: str, seconds: float) -> None:
 
 def step_queued(graph: str, node: str, queue: str, seconds: float) -> None:
     """A step message waited `seconds` on `queue` before its task started."""
+    if not _recording:
+        return
     _observe(QUEUE_WAIT, {"graph": graph, "node": node, "queue": queue}, seconds)
 
 
 def run_finished(graph: str, status: str) -> None:
     """A run ended (or paused) with `status`."""
+    if not _recording:
+        return
     _add(RUNS_FINISHED, {"graph": graph, "status": status})
 
 
 def item_done(graph: str, node: str, outcome: str, seconds: float) -> None:
     """A parallel foreach item of `node` ended with `outcome` (ok, error) after `seconds`."""
+    if not _recording:
+        return
     attributes = {"graph": graph, "node": node, "outcome": outcome}
     _add(ITEMS, attributes)
     _observe(ITEM_DURATION, attributes, seconds)
@@ -160,26 +171,36 @@ def item_done(graph: str, node: str, outcome: str, seconds: float) -> None:
 
 def retried(graph: str, node: str) -> None:
     """An action of `node` is retried."""
+    if not _recording:
+        return
     _add(RETRIES, {"graph": graph, "node": node})
 
 
 def redelivered(what: str) -> None:
     """The broker delivered a message again: `what` is `step` or `item`."""
+    if not _recording:
+        return
     _add(REDELIVERIES, {"what": what})
 
 
 def dead_lettered(reason: str) -> None:
     """A message was refused and dead-lettered; `reason` is one of a few fixed words."""
+    if not _recording:
+        return
     _add(DEAD_LETTERS, {"reason": reason})
 
 
 def repaired(kind: str) -> None:
     """The sweeper repaired a stalled run: `kind` is what it did (`Repair.action`)."""
+    if not _recording:
+        return
     _add(REPAIRS, {"kind": kind})
 
 
 def timers_due(count: int) -> None:
     """`count` durable timers came due and were sent."""
+    if not _recording:
+        return
     if count > 0:
         _add(TIMERS_DUE, {}, count)
 
@@ -212,6 +233,7 @@ def record_into(sink: Sink | None) -> None:
     """Also record into `sink` (the Prometheus endpoint's instruments), or stop."""
     global _sink
     _sink = sink
+    _update()
 
 
 def use_meter_provider(provider: MeterProvider | None) -> None:
@@ -220,6 +242,21 @@ def use_meter_provider(provider: MeterProvider | None) -> None:
     global _provider, _otel
     with _lock:
         _provider, _otel = provider, None
+    _update()
+
+
+def use_global_meter_provider() -> None:
+    """graphrunner set the global meter provider up (`sdk`, by OTEL_METRICS_EXPORTER): record into it."""
+    global _global
+    _global = True
+    _update()
+
+
+def _update() -> None:
+    """Record only when something takes the measurements: a meter provider graphrunner set up,
+    or the Prometheus endpoint (a worker without either pays nothing per step)."""
+    global _recording
+    _recording = _provider is not None or _global or _sink is not None
 
 
 # -- inside --------------------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ node's span), else `graphrunner.wait` (a retry backoff, a durable sleep: a suspe
 
 from __future__ import annotations
 
+import functools
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 from graphrunner.engine import RunSnapshot, TraceLink, Wait
@@ -24,6 +26,16 @@ SUSPENSION = "graphrunner.wait"
 HOLDING = ("foreach", "kids", "child")  # the wait kinds things run under (items, child runs)
 
 
+@functools.cache
+def version() -> str:
+    """graphrunner's version, from its installed package's metadata ("unknown" without one): the
+    telemetry does not import the package itself, which imports nearly everything."""
+    try:
+        return metadata.version("graphrunner")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def run_name(snap: RunSnapshot, link: TraceLink) -> str:
     """The run span's name: the invocation's, or a child run's place in its parent."""
     if snap.parent is None:
@@ -35,8 +47,6 @@ def run_name(snap: RunSnapshot, link: TraceLink) -> str:
 
 def run_attributes(graph: CompiledGraph | None, snap: RunSnapshot, link: TraceLink) -> dict[str, Any]:
     """The run span's attributes: OA §5.1 for a run, §5.3/§5.4/§5.7 for a child run, and ours."""
-    from graphrunner import __version__
-
     attributes: dict[str, Any] = {
         "graphrunner.run.id": snap.run_id,
         "graphrunner.graph.id": snap.graph_id,
@@ -53,7 +63,7 @@ def run_attributes(graph: CompiledGraph | None, snap: RunSnapshot, link: TraceLi
         attributes["openarmature.invocation_id"] = snap.run_id
         attributes["openarmature.graph.spec_version"] = SPEC_VERSION
         attributes["openarmature.implementation.name"] = IMPLEMENTATION  # the invocation span's only (§5.1)
-        attributes["openarmature.implementation.version"] = __version__
+        attributes["openarmature.implementation.version"] = version()
         if graph is not None and graph.spec.config.start:
             attributes["openarmature.graph.entry_node"] = graph.spec.config.start
         return attributes

@@ -15,6 +15,8 @@ The OTLP protocol is `OTEL_EXPORTER_OTLP_PROTOCOL` (or the per-signal one): `htt
 (the default) or `grpc`; the exporters read their endpoint, headers and timeouts themselves,
 the tracer provider its sampler (`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`), the batch
 processor its `OTEL_BSP_*`, the resource `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`.
+Metric exemplars are off unless `OTEL_METRICS_EXEMPLAR_FILTER` asks for them (they cost a
+reservoir offer per measurement; `trace_based` links a step's duration to its trace).
 Each process names itself: `service.instance.id` (`host:pid`), `process.pid`, `host.name`.
 The SDK and exporters are the `otel` extra: `pip install 'graphrunner[otel]'`.
 """
@@ -178,9 +180,12 @@ def _metrics(resource: Any, exporters: tuple[str, ...], env: Mapping[str, str]) 
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
     readers = [PeriodicExportingMetricReader(_metric_exporter(name, env)) for name in exporters]
-    provider = MeterProvider(resource=resource, metric_readers=readers)
+    provider = MeterProvider(resource=resource, metric_readers=readers, exemplar_filter=_exemplars(env))
     _providers.append(provider)
     metrics.set_meter_provider(provider)
+    from graphrunner.telemetry import metrics as measured
+
+    measured.use_global_meter_provider()
 
 
 def main_process_meter(env: Mapping[str, str] | None = None) -> Any:
@@ -195,9 +200,21 @@ def main_process_meter(env: Mapping[str, str] | None = None) -> Any:
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
     readers = [PeriodicExportingMetricReader(_metric_exporter(name, env)) for name in want.metrics]
-    provider = MeterProvider(resource=_resource("worker"), metric_readers=readers)
+    provider = MeterProvider(
+        resource=_resource("worker"), metric_readers=readers, exemplar_filter=_exemplars(env)
+    )
     atexit.register(provider.shutdown)
     return provider
+
+
+def _exemplars(env: Mapping[str, str]) -> Any:
+    """The exemplar filter: `OTEL_METRICS_EXEMPLAR_FILTER` when set (`trace_based` links a step's
+    duration to its trace, at a cost per measurement), else none are kept."""
+    from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter
+
+    if env.get("OTEL_METRICS_EXEMPLAR_FILTER"):
+        return None  # the SDK reads the variable itself
+    return AlwaysOffExemplarFilter()
 
 
 def _metric_exporter(name: str, env: Mapping[str, str]) -> Any:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -32,7 +33,7 @@ from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, Status, Sta
 
 from graphrunner.engine import ActionFailure, RunFailure, RunSnapshot, RunStatus, TraceLink
 from graphrunner.telemetry import ids, logs, metrics, sdk
-from graphrunner.telemetry.naming import run_attributes, run_name, wait_attributes, wait_name
+from graphrunner.telemetry.naming import run_attributes, run_name, version, wait_attributes, wait_name
 
 if TYPE_CHECKING:
     from graphrunner.compiled import CompiledGraph
@@ -57,12 +58,10 @@ ROOTS_KEPT = 1024
 
 
 def _tracer() -> trace.Tracer:
-    from graphrunner import __version__
-
     global _cached
     provider = sdk.tracer_provider()
     if _cached is None or _cached[0] is not provider:
-        _cached = (provider, provider.get_tracer(SCOPE, __version__))
+        _cached = (provider, provider.get_tracer(SCOPE, version()))
     return _cached[1]
 
 
@@ -214,35 +213,44 @@ def current() -> StepTrace | None:
     return _current.get()
 
 
-@contextlib.contextmanager
-def step(graph: CompiledGraph, snap: RunSnapshot, worker: str, sent: float | None = None,
-         queue: str | None = None) -> Iterator[StepTrace]:  # fmt: skip
+class step:  # a function in use: `with spans.step(...) as taken`
     """A task takes up the step at `snap` (its message sent at `sent`, epoch s, to `queue`): time
-    it, and trace it under the run span while it runs."""
-    taken = StepTrace(graph, snap)
-    if sent is not None:
-        after = max(sent, snap.wait.due or 0.0) if snap.wait is not None else sent
-        taken.queue_ms = max(0.0, (taken.began - after) * 1000)
-        metrics.step_queued(snap.graph_id, snap.node or "", queue or "", taken.queue_ms / 1000)
-    token = _current.set(taken)
-    try:
-        with logs.step_context(snap.run_id, snap.step + 1, snap.node):
-            yield from _traced(taken, snap, worker)
-    finally:
-        _current.reset(token)
+    it, name its log lines, and trace it under the run span while it runs. A class, not a
+    generator: entered once per step, traced or not, it must cost next to nothing when off."""
 
+    __slots__ = ("logged", "taken", "tokens", "using", "worker")
 
-def _traced(taken: StepTrace, snap: RunSnapshot, worker: str) -> Iterator[StepTrace]:
-    """Yield `taken`, inside its live step span when the run is traced."""
-    if snap.trace is None or not enabled():
-        yield taken
-        return
-    attributes = step_attributes(snap, snap.trace, worker, taken.queue_ms)
-    span = _tracer().start_span(snap.node or "step", context=under_run(snap.trace, snap.run_id),
-                                attributes=attributes)  # fmt: skip
-    taken.span = span
-    with trace.use_span(span, end_on_exit=True, record_exception=True, set_status_on_exception=True):
-        yield taken
+    def __init__(self, graph: CompiledGraph, snap: RunSnapshot, worker: str, sent: float | None = None,
+                 queue: str | None = None) -> None:  # fmt: skip
+        self.taken = StepTrace(graph, snap)
+        self.worker = worker
+        self.logged = logs.step_context(snap.run_id, snap.step + 1, snap.node)
+        self.using: AbstractContextManager[Span] | None = None
+        if sent is not None:
+            after = max(sent, snap.wait.due or 0.0) if snap.wait is not None else sent
+            self.taken.queue_ms = max(0.0, (self.taken.began - after) * 1000)
+            metrics.step_queued(snap.graph_id, snap.node or "", queue or "", self.taken.queue_ms / 1000)
+
+    def __enter__(self) -> StepTrace:
+        taken, snap = self.taken, self.taken.loaded
+        self.tokens = _current.set(taken)
+        self.logged.__enter__()
+        if snap.trace is not None and enabled():
+            attributes = step_attributes(snap, snap.trace, self.worker, taken.queue_ms)
+            context = under_run(snap.trace, snap.run_id)
+            taken.span = _tracer().start_span(snap.node or "step", context=context, attributes=attributes)
+            self.using = trace.use_span(taken.span, end_on_exit=True, record_exception=True,
+                                        set_status_on_exception=True)  # fmt: skip
+            self.using.__enter__()
+        return taken
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            if self.using is not None:
+                self.using.__exit__(*exc)
+        finally:
+            self.logged.__exit__(*exc)
+            _current.reset(self.tokens)
 
 
 def step_attributes(

@@ -153,10 +153,12 @@ def test_nothing_is_recorded_until_a_provider_is_set_and_early_instruments_then_
         from opentelemetry.sdk.metrics.export import InMemoryMetricReader
         from graphrunner.telemetry import metrics
 
-        metrics.step_done("g", "a", "ok", 0.1)  # the instruments are made now, from the API's proxy
+        metrics.step_done("g", "a", "ok", 0.1)  # nothing takes it: returns at once
+        metrics.watch_runs(None)  # the instruments are made now, from the API's proxy
         assert "prometheus_client" not in sys.modules
         reader = InMemoryMetricReader()
         api.set_meter_provider(MeterProvider(metric_readers=[reader]))  # as sdk.py does, later
+        metrics.use_global_meter_provider()
         data = reader.get_metrics_data()
         before = [m.name for r in data.resource_metrics for s in r.scope_metrics for m in s.metrics] if data else []
         metrics.step_done("g", "a", "ok", 0.1)

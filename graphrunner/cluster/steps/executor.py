@@ -252,7 +252,7 @@ class StepExecutor:
         final = result.snapshot.model_copy(update={"phase": 0, "wait": None})
         worker = worker_name()
         records: list[AnyRecord] = [*retry_records(plan, done.retries, worker)]
-        records.append(_timed(StepRecord.of(result, *started, worker), snap, done))
+        records.append(StepRecord.of(result, *started, worker, **_timing(snap, done)))
         walked = final.path[len(snap.path) :]
         if self._commit(snap, final, records, walked, self.cluster.following(final, graph)) is None:
             log.info("step %s of run %s was already committed; duplicate dropped", plan.step, snap.run_id)
@@ -340,17 +340,19 @@ class StepExecutor:
         return final
 
 
-def _timed(record: StepRecord, snap: RunSnapshot, done: Complete) -> StepRecord:
-    """`record` with the timing the explorer's timeline shows: the queue wait of the task that
-    finished the step, when a suspended step first began, its foreach items."""
+def _timing(snap: RunSnapshot, done: Complete) -> dict[str, Any]:
+    """What the step's record keeps for the explorer's timeline, where there is any: the queue
+    wait of the task that finished the step, when a suspended step first began, its items."""
     taken = spans.current()
     begun = snap.wait.begun if snap.wait is not None else None
-    timing = {
-        "queue_ms": round(taken.queue_ms, 3) if taken is not None and taken.queue_ms is not None else None,
-        "begun_at": datetime.fromtimestamp(begun, UTC).isoformat() if begun is not None else None,
-        "items": done.times,
-    }
-    return record.model_copy(update=timing)
+    timing: dict[str, Any] = {}
+    if taken is not None and taken.queue_ms is not None:
+        timing["queue_ms"] = round(taken.queue_ms, 3)
+    if begun is not None:
+        timing["begun_at"] = datetime.fromtimestamp(begun, UTC).isoformat()
+    if done.times is not None:
+        timing["items"] = done.times
+    return timing
 
 
 def _takes_over(snap: RunSnapshot, msg: StepMessage) -> bool:
