@@ -165,6 +165,19 @@ def verdicts(rows: list[dict[str, Any]]) -> str:
     return align([head, *body]) if body else ""
 
 
+def below_floor(rows: list[dict[str, Any]], floor: float) -> list[str]:
+    """The plain graphrunner cells (no `+ev`, `+otel` side) whose steps/s ratio is under `floor`."""
+    return [
+        f"{r['side']} {r['scenario']} (prefetch {r['prefetch']}): {r['ratio']:.2f}x the baseline, "
+        f"under {floor:.2f}x"
+        for r in rows
+        if not r["side"].startswith(BASELINE)
+        and "+" not in r["side"]
+        and r["ratio"] is not None
+        and r["ratio"] < floor
+    ]
+
+
 def _verdict(value: float | None, target: float, *, at_least: bool) -> tuple[str, str]:
     """The figure as text and `met` / `not met` (`n/a` when it was not measured)."""
     if value is None:

@@ -47,6 +47,8 @@ WARM_UP = (4, 20)  # chains, steps: touches both pool processes before anything 
 BASELINE_EVENTS = "baseline+ev"
 WITH_EVENTS = "+ev"
 WITH_OTEL = "+otel"
+FLOOR = 0.95  # a plain graphrunner side under this ratio fails the run (issue 27)
+BELOW_FLOOR = 3
 LOAD_WARNING = 0.5  # 1-minute load average above which the run is flagged as noisy
 STORES = ("redis", "cluster")  # where graphrunner keeps its run state: the private Redis, or a cluster
 
@@ -141,6 +143,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--roundtrip-steps", type=int, default=1000, help="steps of the MONITOR run (0: skip)")
     p.add_argument("--json", action="store_true", help="also print every figure as one JSON line")
+    p.add_argument(
+        "--floor",
+        type=float,
+        default=FLOOR,
+        help=f"exit {BELOW_FLOOR} (and say so on stderr) when a plain graphrunner side's steps/s ratio is "
+        f"under this (default {FLOOR}; 0: never)",
+    )
     args = p.parse_args(argv)
     args.graphs = [g for g in args.graphs.split(",") if g]
     args.prefetch = [int(x) for x in args.prefetch.split(",") if x]
@@ -428,7 +437,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         settings = {k: v for k, v in vars(args).items() if k != "json"}
         print(json.dumps({"date": started, "settings": settings, "environment": env, **figures}))
-    return 0
+    return check_floor(figures["rows"], args.floor)
+
+
+def check_floor(rows: list[dict[str, Any]], floor: float) -> int:
+    """0, or `BELOW_FLOOR` after saying loudly which graphrunner cells fell under `floor`."""
+    low = report.below_floor(rows, floor) if floor > 0 else []
+    for line in low:
+        print(f"[bench] BELOW THE FLOOR: {line}", file=sys.stderr, flush=True)
+    if low:
+        say(f"{len(low)} cell(s) under {floor:.2f}x bare Celery: a regression, or a noisy machine (rerun)")
+    return BELOW_FLOOR if low else 0
 
 
 if __name__ == "__main__":
