@@ -100,7 +100,7 @@ class Client:
 
         The run's spans form one OpenTelemetry trace under the caller's current span (a web
         request's, when the application traces), or under `traceparent` (a W3C header value)
-        when given; an invalid `traceparent` is ignored (W3C), and the run starts a trace of its own.
+        when given: one that is not a valid W3C traceparent raises `GraphrunnerError`.
         """
         if when_busy not in ("queue", "refuse"):
             raise GraphrunnerError(f"when_busy must be 'queue' or 'refuse', got {when_busy!r}")

@@ -155,7 +155,7 @@ class LocalRunner:
         context = tool_context(snap, plan.node, plan.step, index)
         with local_spans.item(snap, plan.node, index) as traced:
             outcome = await self.services.call(snap, call, context)
-            traced.ended(outcome)
+            traced.ended(outcome.failure)
         return ItemOutcome(index, item, outcome)
 
     async def _foreach(self, graph: CompiledGraph, snap: RunSnapshot, plan: StepPlan) -> ForeachOutcome:

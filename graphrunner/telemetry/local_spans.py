@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
-from graphrunner.engine import ActionOutcome, ParentLink, RunFailure, RunSnapshot, RunStatus, TraceLink
+from graphrunner.engine import ParentLink, RunFailure, RunSnapshot, RunStatus, TraceLink
 from graphrunner.telemetry import logs, propagation
-from graphrunner.telemetry.naming import holding, run_attributes, run_name, version
-from graphrunner.telemetry.spans import SCOPE, failed, step_attributes
+from graphrunner.telemetry.naming import holding, item_attributes, run_attributes, run_name, version
+from graphrunner.telemetry.spans import SCOPE, ItemSpan, failed, step_attributes
 
 if TYPE_CHECKING:
     from graphrunner.compiled import CompiledGraph
@@ -203,41 +203,11 @@ def step(graph: CompiledGraph, snap: RunSnapshot) -> Iterator[StepSpan]:
 # -- foreach items --------------------------------------------------------------------------------
 
 
-@dataclass
-class ItemSpan:
-    """The span of one item of a foreach over an action."""
-
-    span: Span
-
-    def ended(self, outcome: ActionOutcome) -> None:
-        """The item's action is done: OK, or ERROR with its error's category."""
-        if not self.span.is_recording():
-            return
-        if outcome.failure is not None:
-            failed(self.span, outcome.failure.to_run_failure())
-        else:
-            self.span.set_status(Status(StatusCode.OK))
-
-
 @contextlib.contextmanager
 def item(snap: RunSnapshot, node: str, index: int) -> Iterator[ItemSpan]:
     """Item `index` of the foreach at `snap` runs in the block: its span, under the step's."""
-    span = _start(node, lambda: _item_attributes(snap, node, index))
+    link = _run.get()
+    correlation = link.correlation if link is not None else None
+    span = _start(node, lambda: item_attributes(snap.run_id, snap.step + 1, node, index, WORKER, correlation))
     with _current(span), logs.item_context(snap.run_id, snap.step + 1, node, index):
         yield ItemSpan(span)
-
-
-def _item_attributes(snap: RunSnapshot, node: str, index: int) -> dict[str, Any]:
-    """An item span's attributes: OA §5.4's for a fan-out instance, and graphrunner's."""
-    attributes: dict[str, Any] = {
-        "openarmature.node.name": node,
-        "openarmature.node.fan_out_index": index,
-        "openarmature.fan_out.parent_node_name": node,
-        "graphrunner.run.id": snap.run_id,
-        "graphrunner.step": snap.step + 1,
-        "graphrunner.worker": WORKER,
-    }
-    link = _run.get()
-    if link is not None and link.correlation:
-        attributes["openarmature.correlation_id"] = link.correlation
-    return attributes

@@ -138,3 +138,21 @@ def holding(spec: Any, total: int | None) -> dict[str, Any]:
     if kind == "subgraph":
         return {"openarmature.subgraph.name": spec.graph}
     return {}
+
+
+def item_attributes(
+    run_id: str, step: int, node: str, index: int, worker: str, correlation: str | None
+) -> dict[str, Any]:
+    """A foreach item span's attributes: OA §5.4's for a fan-out instance, and graphrunner's
+    (`step` as the transcript numbers it)."""
+    attributes: dict[str, Any] = {
+        "openarmature.node.name": node,
+        "openarmature.node.fan_out_index": index,
+        "openarmature.fan_out.parent_node_name": node,
+        "graphrunner.run.id": run_id,
+        "graphrunner.step": step,
+        "graphrunner.worker": worker,
+    }
+    if correlation:
+        attributes["openarmature.correlation_id"] = correlation
+    return attributes

@@ -33,6 +33,7 @@ from typing import Any
 
 from graphrunner.errors import ConfigurationError
 from graphrunner.telemetry import ids
+from graphrunner.telemetry import metrics as measured
 
 log = logging.getLogger("graphrunner.telemetry")
 EXPORTERS = ("otlp", "console", "none")
@@ -176,15 +177,10 @@ def _span_exporter(name: str, env: Mapping[str, str]) -> Any:
 
 def _metrics(resource: Any, exporters: tuple[str, ...], env: Mapping[str, str]) -> None:
     from opentelemetry import metrics
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-    readers = [PeriodicExportingMetricReader(_metric_exporter(name, env)) for name in exporters]
-    provider = MeterProvider(resource=resource, metric_readers=readers, exemplar_filter=_exemplars(env))
+    provider = _meter_provider(resource, exporters, env)
     _providers.append(provider)
     metrics.set_meter_provider(provider)
-    from graphrunner.telemetry import metrics as measured
-
     measured.use_global_meter_provider()
 
 
@@ -196,15 +192,18 @@ def main_process_meter(env: Mapping[str, str] | None = None) -> Any:
     want = wanted(env)
     if not want.metrics:
         return None
+    provider = _meter_provider(_resource("worker"), want.metrics, env)
+    atexit.register(provider.shutdown)
+    return provider
+
+
+def _meter_provider(resource: Any, exporters: tuple[str, ...], env: Mapping[str, str]) -> Any:
+    """A meter provider exporting to `exporters` periodically (`OTEL_METRIC_EXPORT_INTERVAL`)."""
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 
-    readers = [PeriodicExportingMetricReader(_metric_exporter(name, env)) for name in want.metrics]
-    provider = MeterProvider(
-        resource=_resource("worker"), metric_readers=readers, exemplar_filter=_exemplars(env)
-    )
-    atexit.register(provider.shutdown)
-    return provider
+    readers = [PeriodicExportingMetricReader(_metric_exporter(name, env)) for name in exporters]
+    return MeterProvider(resource=resource, metric_readers=readers, exemplar_filter=_exemplars(env))
 
 
 def _exemplars(env: Mapping[str, str]) -> Any:

@@ -33,7 +33,14 @@ from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, Status, Sta
 
 from graphrunner.engine import ActionFailure, RunFailure, RunSnapshot, RunStatus, TraceLink
 from graphrunner.telemetry import ids, logs, metrics, sdk
-from graphrunner.telemetry.naming import run_attributes, run_name, version, wait_attributes, wait_name
+from graphrunner.telemetry.naming import (
+    item_attributes,
+    run_attributes,
+    run_name,
+    version,
+    wait_attributes,
+    wait_name,
+)
 
 if TYPE_CHECKING:
     from graphrunner.compiled import CompiledGraph
@@ -322,8 +329,7 @@ class ItemSpan:
         if failure is None:
             self.span.set_status(Status(StatusCode.OK))
             return
-        failed(self.span, RunFailure(type=failure.classification, message=failure.message,
-                                     error_type=failure.error_type, traceback=failure.traceback))  # fmt: skip
+        failed(self.span, failure.to_run_failure())
 
 
 @contextlib.contextmanager
@@ -344,16 +350,7 @@ def _item_span(work: ItemWork, node: str, worker: str) -> Iterator[Span]:
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
     parent = TraceContextTextMapPropagator().extract({"traceparent": work.trace or ""})
-    attributes: dict[str, Any] = {
-        "openarmature.node.name": node,
-        "openarmature.node.fan_out_index": work.index,
-        "openarmature.fan_out.parent_node_name": node,
-        "graphrunner.run.id": work.run_id,
-        "graphrunner.step": work.step,
-        "graphrunner.worker": worker,
-    }
-    if work.correlation:
-        attributes["openarmature.correlation_id"] = work.correlation
+    attributes = item_attributes(work.run_id, work.step, node, work.index, worker, work.correlation)
     span = _tracer().start_span(node, context=parent, attributes=attributes)
     with trace.use_span(span, end_on_exit=True, record_exception=True, set_status_on_exception=True):
         yield span

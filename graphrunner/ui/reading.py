@@ -17,7 +17,7 @@ from graphrunner.telemetry.propagation import valid_traceparent
 from graphrunner.ui.node_stats import DEFAULT_WINDOW, WINDOWS, node_stats
 from graphrunner.ui.permits import check_grants, run_capabilities
 from graphrunner.ui.timeline import timeline
-from graphrunner.ui.views import capped, run_view, steps_view, version_view
+from graphrunner.ui.views import capped, int_field, run_view, steps_view, version_view
 
 if TYPE_CHECKING:
     from graphrunner.client import Client
@@ -129,7 +129,7 @@ def _latest(client: Client, run_id: str, limit: int) -> tuple[str, list[StepEntr
     longest one holding no more than `limit` records is taken (when even the shortest holds more,
     its first `limit + 1`; when one reaches back to the run's creation, the whole transcript)."""
     fields = client.store.run_fields(run_id)
-    last, created = _ms(fields.get("updated_at")), _ms(fields.get("created_at")) or 0
+    last, created = int_field(fields.get("updated_at")), int_field(fields.get("created_at")) or 0
     chosen: tuple[str, list[StepEntry]] | None = None
     for span in LATEST_SPANS_MS if last is not None else ():
         since = (last or 0) - span
@@ -334,10 +334,6 @@ def _time(args: Mapping[str, str], name: str) -> int | None:
         raise InvalidRunQuery(f"{name} must be epoch ms or an ISO date-time, got {text!r}") from None
     moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
     return int(moment.timestamp() * 1000)
-
-
-def _ms(text: str | None) -> int | None:
-    return int(text) if text and text.isdigit() else None
 
 
 def _whole(args: Mapping[str, str], name: str, default: int | None) -> Any:

@@ -59,8 +59,8 @@ def run_view(
         "status": snap.status.value,
         "node": snap.node,
         "step_count": snap.step,
-        "created_at": _int(fields.get("created_at")),
-        "updated_at": _int(fields.get("updated_at")),
+        "created_at": int_field(fields.get("created_at")),
+        "updated_at": int_field(fields.get("updated_at")),
         "path": list(snap.path[-MAX_LISTED:]),
         "path_length": len(snap.path),
         "message": snap.pause_message if snap.status.value == "paused" else None,
@@ -147,5 +147,6 @@ def _error(error: Any) -> Any:
     return shown
 
 
-def _int(text: str | None) -> int | None:
+def int_field(text: str | None) -> int | None:
+    """A whole number a run record's field holds (`created_at`, ms); None when absent or not one."""
     return int(text) if text and text.lstrip("-").isdigit() else None

@@ -100,29 +100,27 @@ def failed_record(failure: ActionFailure) -> ItemRecord:
     return record_of(ActionOutcome(failure=failure))
 
 
-def item_times(records: Sequence[dict[str, Any] | None]) -> ItemTimes:
-    """The timing of a foreach's items, from their stored records in item order (a missing one
-    failed)."""
-    times = []
-    for i, raw in enumerate(records):
-        if raw is None:
-            times.append(ItemTime(i=i, ok=False))
-            continue
-        ms = raw.get("ms")
-        at = raw.get("at")
-        times.append(ItemTime(
-            i=i,
-            at=at if isinstance(at, int) else 0,
-            ms=float(ms) if isinstance(ms, int | float) else None,
-            ok=raw.get("ok") is True,
-            worker=str(raw.get("worker") or ""),
-        ))  # fmt: skip
-    return ItemTimes.of(times)
+def stored(records: Sequence[dict[str, Any] | None]) -> list[ItemRecord | None]:
+    """The items' stored records as the store's `load_items` returns them, each read once."""
+    return [None if raw is None else ItemRecord.model_validate(raw) for raw in records]
 
 
-def outcome_of(index: int, item: Any, record: dict[str, Any] | None) -> ItemOutcome:
-    """An item's outcome from its stored record (as the store's `load_items` returns it)."""
+def item_times(records: Sequence[ItemRecord | None]) -> ItemTimes:
+    """The timing of a foreach's items, from their records in item order (a missing one failed)."""
+    return ItemTimes.of(
+        [
+            ItemTime(i=i, ok=False)
+            if r is None
+            else ItemTime(i=i, at=r.at, ms=r.ms, ok=r.ok, worker=r.worker)
+            for i, r in enumerate(records)
+        ]
+    )
+
+
+def outcome_of(index: int, item: Any, record: ItemRecord | dict[str, Any] | None) -> ItemOutcome:
+    """An item's outcome from its record (read, or as the store's `load_items` returns it)."""
     if record is None:
         failure = ActionFailure("permanent", f"item {index}: its result is missing", "MissingItemResult")
         return ItemOutcome(index, item, ActionOutcome(failure=failure))
-    return ItemOutcome(index, item, ItemRecord.model_validate(record).outcome())
+    read = record if isinstance(record, ItemRecord) else ItemRecord.model_validate(record)
+    return ItemOutcome(index, item, read.outcome())

@@ -25,7 +25,7 @@ from typing import Any
 from graphrunner import engine
 from graphrunner.cluster.runs import operations
 from graphrunner.cluster.runs.context import Cluster
-from graphrunner.cluster.runs.items import item_times, outcome_of
+from graphrunner.cluster.runs.items import item_times, outcome_of, stored
 from graphrunner.cluster.steps import redeliveries
 from graphrunner.cluster.steps.decisions import Checkpoint, Collect, Complete, Decision, Idle, Poll, Suspend
 from graphrunner.cluster.steps.redeliveries import infrastructure
@@ -273,7 +273,7 @@ class StepExecutor:
         assert plan.items is not None
         if collect.item is not None:
             self.cluster.save_item(snap.run_id, collect.tag, *collect.item)
-        records = self.store.load_items(snap.run_id, collect.tag, collect.count)
+        records = stored(self.store.load_items(snap.run_id, collect.tag, collect.count))
         items = tuple(outcome_of(i, plan.items[i], r) for i, r in enumerate(records))
         timed = Complete(ForeachOutcome(items), collect.hook_round, times=item_times(records))
         done = await self._finish(step, timed, started)
