@@ -17,12 +17,10 @@ from test_ui_server import PASSWORD, USER, UiServer, unique
 from test_ui_timeline import (
     RETRYING,
     TRACE_ID,
-    backdate,
     fan_out_records,
-    retry,
+    stats_runs,
     step,
     stored_run,
-    work_graph,
 )
 
 from graphrunner.client import Client
@@ -126,15 +124,7 @@ def test_the_timeline_shows_queue_waits_workers_suspension_and_items(
 def test_the_graph_page_shows_per_node_stats_for_a_window(
     open_page: Opener, server: UiServer, graphs: Path, cluster: Client, redis_server: EmbeddedRedis
 ) -> None:
-    graph_id = unique("ui/stats")
-    content_hash = work_graph(cluster, graphs, graph_id)
-    recent = [step(1, "work", 0, ms) for ms in (10, 20, 30)] + [
-        retry(4, "work", 0, 1),
-        step(4, "work", 0, 40, "error"),
-    ]
-    stored_run(cluster, graph_id, recent, graph_hash=content_hash)
-    older = stored_run(cluster, graph_id, [step(1, "work", 0, 1000, "error")], graph_hash=content_hash)
-    backdate(redis_server.url, cluster, older, graph_id, hours=3)
+    graph_id = stats_runs(cluster, graphs, redis_server.url)
     page = open_page(server)
     page.goto(f"/graphs/{graph_id}")
     stats = page.locator("#node-stats")

@@ -154,6 +154,21 @@ def work_graph(client: Client, graphs: Path, graph_id: str) -> str:
     return graph.content_hash
 
 
+def stats_runs(client: Client, graphs: Path, redis_url: str) -> str:
+    """A new graph's id, with two runs of it stored: one within the last hour (three steps of
+    `work` ok, a retry, a fourth in error), one of three hours ago (one step in error)."""
+    graph_id = unique("ui/stats")
+    content_hash = work_graph(client, graphs, graph_id)
+    recent = [step(1, "work", 0, ms) for ms in (10, 20, 30)] + [
+        retry(4, "work", 0, 1),
+        step(4, "work", 0, 40, "error"),
+    ]
+    stored_run(client, graph_id, recent, graph_hash=content_hash)
+    older = stored_run(client, graph_id, [step(1, "work", 0, 1000, "error")], graph_hash=content_hash)
+    backdate(redis_url, client, older, graph_id, hours=3)
+    return graph_id
+
+
 @pytest.fixture(scope="module")
 def graphs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("ui-timeline-graphs")
@@ -241,15 +256,7 @@ def test_the_run_page_says_what_its_timeline_left_out(http: httpx.Client, cluste
 def test_per_node_stats_over_a_window(
     http: httpx.Client, graphs: Path, cluster: Client, redis_server: EmbeddedRedis
 ) -> None:
-    graph_id = unique("ui/stats")
-    content_hash = work_graph(cluster, graphs, graph_id)
-    recent = [step(1, "work", 0, ms) for ms in (10, 20, 30)] + [
-        retry(4, "work", 0, 1),
-        step(4, "work", 0, 40, "error"),
-    ]
-    stored_run(cluster, graph_id, recent, graph_hash=content_hash)
-    older = stored_run(cluster, graph_id, [step(1, "work", 0, 1000, "error")], graph_hash=content_hash)
-    backdate(redis_server.url, cluster, older, graph_id, hours=3)
+    graph_id = stats_runs(cluster, graphs, redis_server.url)
     hour = http.get(f"/api/graph-stats/{graph_id}", params={"window": "1h"}).json()
     assert (hour["runs_read"], hour["runs_capped"], hour["runs_truncated"], hour["records_read"]) == (
         1,
