@@ -1,7 +1,8 @@
-"""Items per second and the parent's record size of a foreach over a graph (one child run per item),
-against graphrunner's own parallel action foreach of the same size.
+"""Children per second of a foreach over a graph (one child run per item) against a bare Celery
+chord of chains with as many tasks per chain as each child run takes steps (issue 27), and the
+parent's record and the queue while it runs.
 
-    python -m benchmarks.kids [--items 1000] [--max-concurrency 8,100,1000] [--repeat 2] [--json]
+    python -m benchmarks.kids [--sizes 1000,10000] [--max-concurrency 1000] [--repeat 2] [--json]
 
 See benchmarks/README.md ("kids") for what it times and how to read the output.
 """
@@ -15,18 +16,22 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import redis
+from celery import chain, chord
 
-from benchmarks import graphs, report
+from benchmarks import baseline, baseline_chord, graphs, report
+from benchmarks.cpu import CpuProbe, per_step
+from benchmarks.drivers import POLL_SECONDS, poll_client
 from benchmarks.processes import Worker, running_worker, terminate_as_exit
 from benchmarks.record_probe import Probe, command_calls, without_probe
-from benchmarks.steps import Bench, check_quiet, environment, graphrunner_phase, say
+from benchmarks.steps import Bench, Phase, baseline_phase, check_quiet, environment, graphrunner_phase, say
 from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.errors import WaitTimeout
@@ -36,44 +41,38 @@ from graphrunner.results import RunResult
 from graphrunner.settings import Settings
 from graphrunner.store.keys import KeySpace
 
-ACTION = "action"  # the reference side: graphrunner's parallel action foreach (an echo per item)
+CHORD = report.BASELINE  # the reference: a bare Celery chord of N chains of k no-op tasks
+ACTION = "action"  # graphrunner's own parallel action foreach (an echo per item), for context
 KIDS = "kids"
-WARM_UP = 50  # items of one run of the same graph each worker takes before the timed run
+TARGET = 0.8  # kids children/s over the chord's chains/s, per size (DESIGN §9, issue 27)
+WARM_UP = 50  # items (children, chains) of one fan-out each worker takes before the timed one
 MIN_RATE = 5  # items/s below which a run is called stuck (plus 60 s)
+CAPABILITIES = ("tool:echo", "graph:bench-kid-*")  # what the runs may do (kids inherit them)
 
-# The child graphs: one step each, a small output (the child's whole state, {"i": <item>}).
-CHILDREN = {
+# One node of a child graph: an echo action, or a gate; each writes the item into `i`.
+NODES = {
     "echo": """
-id: bench-kid-echo
-description: One echo action per item; its output is its state, {i}
-inputs:
-  n: {type: integer, required: true}
-state:
-  i: {type: integer, default: 0}
-config:
-  start: echo
-nodes:
-  echo:
-    action: {tool: echo, params: {i: "${inputs.n}"}}
-    assign: {i: "${result.i}"}
-    next: $end
-""",
+  s{n}:
+    action: {{tool: echo, params: {{i: "${{inputs.n}}"}}}}
+    assign: {{i: "${{result.i}}"}}
+    next: {next}""",
     "gate": """
-id: bench-kid-gate
-description: One gate per item; its output is its state, {i}
-inputs:
-  n: {type: integer, required: true}
-state:
-  i: {type: integer, default: 0}
-config:
-  start: set
-nodes:
-  set:
+  s{n}:
     type: gate
-    assign: {i: "${inputs.n}"}
-    next: $end
-""",
+    assign: {{i: "${{inputs.n}}"}}
+    next: {next}""",
 }
+CHILD = """
+id: bench-kid-{kind}-{steps}
+description: {steps} {kind} step(s) per item; its output is its state, {{i}}
+inputs:
+  n: {{type: integer, required: true}}
+state:
+  i: {{type: integer, default: 0}}
+config:
+  start: s1
+nodes:{nodes}
+"""
 
 PARENT = """
 id: bench/kids-fanout-{window}
@@ -91,106 +90,186 @@ nodes:
     over: "${{inputs.items}}"
     parallel: true
     max_concurrency: {window}
-    graph: bench-kid-{child}
+    graph: {child}
     inputs: {{n: "${{item}}"}}
     collect: results
     next: $end
 """
 
 
+def child_graph(kind: str, steps: int) -> str:
+    """A child graph of `steps` nodes of `kind` in a line: one step task each, `{i}` its output."""
+    nodes = "".join(
+        NODES[kind].format(n=n, next=f"s{n + 1}" if n < steps else "$end") for n in range(1, steps + 1)
+    )
+    return CHILD.format(kind=kind, steps=steps, nodes=nodes)
+
+
 @dataclass(frozen=True)
 class Cell:
-    """One side: the kids with one max_concurrency, or the action foreach (window 0)."""
+    """One side: the chord of chains, the kids at one max_concurrency, or the action foreach."""
 
     side: str
-    window: int
+    window: int = 0
 
     @property
     def label(self) -> str:
-        """`kids/8`, ..., or `action`."""
-        return f"{KIDS}/{self.window}" if self.side == KIDS else ACTION
+        """`baseline`, `kids/1000`, ..., or `action`."""
+        return f"{KIDS}/{self.window}" if self.side == KIDS else self.side
 
 
 @dataclass(frozen=True)
 class Run:
-    """One timed run and what the probe saw while it went on."""
+    """One timed fan-out and what the probe saw while it went on (the parent's record: kids, action)."""
 
     label: str
     items: int
     seconds: float
     submit_seconds: float
-    samples: int
-    record_max_bytes: int  # while the run was running (the foreach in flight)
-    record_end_bytes: int  # after its last commit
-    memory_usage_max: int
-    memory_usage_end: int
-    wait_max_bytes: int
-    inputs_bytes: int
-    biggest_fields: dict[str, int]
     queue_max: int
     unacked_max: int
-    running_max: int
-    open_max: int
-    runs_created: int
-    parent_phase_max: int  # commits that suspended the parent's step (the first window, then each refill)
     calls_per_item: float  # Redis commands from submit to the end, over the items (in-script included)
     commands: dict[str, float]  # per item, by command (at least 0.1 per item)
+    samples: int = 0
+    record_max_bytes: int = 0  # while the run was running (the foreach in flight)
+    record_end_bytes: int = 0  # after its last commit
+    memory_usage_max: int = 0
+    memory_usage_end: int = 0
+    wait_max_bytes: int = 0
+    inputs_bytes: int = 0
+    biggest_fields: dict[str, int] = field(default_factory=dict)
+    running_max: int = 0
+    open_max: int = 0
+    runs_created: int = 0
+    parent_phase_max: int = 0  # commits that suspended the parent's step (the first window, then refills)
+    cpu: dict[str, float] = field(default_factory=dict)  # microseconds per item by process role
 
     @property
     def rate(self) -> float:
-        """Items per second."""
+        """Items (children, chains) per second."""
         return self.items / self.seconds
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line."""
     p = argparse.ArgumentParser(prog="python -m benchmarks.kids", description=__doc__.splitlines()[0])
-    p.add_argument("--items", type=int, default=1000, help="items of the foreach (child runs)")
-    p.add_argument("--max-concurrency", default="8,100,1000", help="max_concurrency values of the kids")
-    p.add_argument("--child", choices=sorted(CHILDREN), default="echo", help="the child graph's one step")
+    p.add_argument("--sizes", default="1000,10000", help="children (chains) per fan-out, e.g. 1000,10000")
+    p.add_argument(
+        "--max-concurrency", default="1000", help="max_concurrency values of the kids, e.g. 8,1000"
+    )
+    p.add_argument("--child", choices=sorted(NODES), default="echo", help="the kind of the child's steps")
+    p.add_argument("--child-steps", type=int, default=1, help="steps per child run (tasks per chain: k)")
     p.add_argument("--repeat", type=int, default=2, help="interleaved repetitions (median reported)")
     p.add_argument("--interval", type=float, default=0.02, help="seconds between two probe samples")
-    p.add_argument("--prefetch", type=int, default=1, help="worker prefetch multiplier")
+    p.add_argument("--prefetch", type=int, default=1, help="worker prefetch multiplier (every side)")
     p.add_argument("--concurrency", type=int, default=2, help="prefork processes per worker")
     p.add_argument("--loglevel", default="WARNING", help="worker log level")
-    p.add_argument("--no-action", action="store_true", help="skip the action foreach reference")
+    p.add_argument("--no-action", action="store_true", help="skip graphrunner's action foreach (context)")
+    p.add_argument("--no-chord", action="store_true", help="skip the bare Celery chord of chains")
     p.add_argument("--json", action="store_true", help="also print every figure as one JSON line")
     args = p.parse_args(argv)
+    args.sizes = sorted({int(x) for x in args.sizes.split(",") if x})
     args.max_concurrency = [int(x) for x in args.max_concurrency.split(",") if x]
-    if args.items < 1 or not args.max_concurrency or min(args.max_concurrency) < 1:
-        p.error("--items and --max-concurrency need positive numbers")
+    if not args.sizes or min(args.sizes) < 1 or not args.max_concurrency or min(args.max_concurrency) < 1:
+        p.error("--sizes and --max-concurrency need positive numbers")
+    if args.child_steps < 1:
+        p.error("--child-steps needs a positive number")
     args.graphs = []  # what benchmarks.steps' phases expect (no loop drivers here)
     return args
+
+
+class ChainChordDriver:
+    """The bare Celery side: `chord([chain(part.si(i) x k) for i in range(N)], body)` on the unchanged
+    baseline app (`bench.chord_part`, `bench.chord_body`), timed to the body's record."""
+
+    def __init__(self, url: str, prefetch: int, steps: int, interval: float) -> None:
+        self.url, self.steps, self.interval = url, steps, interval
+        self.app = baseline.create_app(url, prefetch=prefetch)
+        baseline_chord.register(self.app, url)
+        self.poll = poll_client(url)
+
+    def run(self, items: int, timeout: float) -> Run:
+        """Apply the chord; time from just before `apply_async` to the body's commit."""
+        key = baseline_chord.done_key(uuid.uuid4().hex)
+        part, body = self.app.tasks[baseline_chord.PART_NAME], self.app.tasks[baseline_chord.BODY_NAME]
+        header = [self._chain(part, i) for i in range(items)]
+        probe = Probe(self.url, "-", baseline.QUEUE, self.interval)  # the queue alone: no run record
+        calls = command_calls(self.poll)
+        started = time.time()
+        probe.start()
+        try:
+            result = chord(header, body.s(key)).apply_async()
+            submitted = time.time()
+            done = self._wait(key, time.monotonic() + timeout)
+        finally:
+            probe.stop()
+        delta = without_probe(command_calls(self.poll) - calls, len(probe.samples))
+        result.forget()  # outside the timed window: the stored part results go while Redis is up
+        if done["n"] != items:
+            raise RuntimeError(f"chord body {key} joined {done['n']} results, expected {items}")
+        return Run(
+            CHORD,
+            items,
+            round(float(done["t"]) - started, 4),
+            round(submitted - started, 4),
+            probe.peak("queue"),
+            probe.peak("unacked"),
+            round(delta.total() / items, 2),
+            {name: round(n / items, 2) for name, n in delta.most_common() if n / items >= 0.1},
+        )
+
+    def _chain(self, part: Any, i: int) -> Any:
+        """One header entry: `k` no-op parts in a line (the part itself when k is 1)."""
+        return part.si(i) if self.steps == 1 else chain(*(part.si(i) for _ in range(self.steps)))
+
+    def _wait(self, key: str, deadline: float) -> dict[str, Any]:
+        """What the body recorded, once it has run."""
+        while time.monotonic() < deadline:
+            raw = self.poll.get(key)
+            if raw:
+                done: dict[str, Any] = json.loads(str(raw))
+                return done
+            time.sleep(POLL_SECONDS)
+        raise TimeoutError(f"baseline chord {key} did not finish in time")
+
+    def close(self) -> None:
+        """Release the driver's connections."""
+        self.app.close()
+        self.poll.close()
 
 
 class KidsDriver:
     """Submit one run of a graph over `items` items, probe it, time it to its last commit."""
 
-    def __init__(self, url: str, prefetch: int, folder: Path, interval: float) -> None:
-        self.url, self.interval = url, interval
+    def __init__(
+        self, url: str, prefetch: int, folder: Path, interval: float, cell: Cell, child: str
+    ) -> None:
+        self.url, self.interval, self.cell = url, interval, cell
         self.settings = Settings(redis_url=url, prefetch=prefetch, quiet=True, graph_path=(folder,))
         self.client = Client(settings=self.settings)
+        self.graph = self._graph(child)
 
-    def graph(self, cell: Cell, child: str) -> Graph:
-        """The parent graph of `cell`: a foreach over the child graph, or over an echo action."""
-        if cell.side == ACTION:
+    def _graph(self, child: str) -> Graph:
+        """The parent graph: a foreach over the child graph, or over an echo action."""
+        if self.cell.side == ACTION:
             return graphs.load_foreach(self.settings)
-        text = PARENT.format(window=cell.window, child=child)
-        return parse_graph(text, file=f"<bench:kids-{cell.window}>", settings=self.settings)
+        text = PARENT.format(window=self.cell.window, child=child)
+        return parse_graph(text, file=f"<bench:kids-{self.cell.window}>", settings=self.settings)
 
-    def run(self, cell: Cell, graph: Graph, items: int, timeout: float) -> Run:
+    def run(self, items: int, timeout: float) -> Run:
         """Submit, probe until the run has finished, check it, and gather the figures."""
+        label = self.cell.label
         created = self._runs()
         calls = command_calls(self.redis)
         started = time.time()
-        handle = self.client.submit(graph, {"items": list(range(items))})
+        handle = self.client.submit(self.graph, {"items": list(range(items))}, capabilities=CAPABILITIES)
         submitted = time.time()
         probe = Probe(self.url, handle.id, self.settings.queue, self.interval)
         probe.start()
         try:
             result = handle.wait(timeout)
         except WaitTimeout as exc:
-            raise TimeoutError(f"run {handle.id} ({cell.label}) did not finish in {timeout:.0f} s") from exc
+            raise TimeoutError(f"run {handle.id} ({label}) did not finish in {timeout:.0f} s") from exc
         finally:
             probe.stop()
         delta = without_probe(command_calls(self.redis) - calls, len(probe.samples))
@@ -198,12 +277,16 @@ class KidsDriver:
         during, final = probe.during(), probe.final()
         biggest = probe.biggest()
         if biggest is None or final is None:
-            raise RuntimeError(f"run {handle.id} ({cell.label}) finished before the probe saw it running")
+            raise RuntimeError(f"run {handle.id} ({label}) finished before the probe saw it running")
         return Run(
-            cell.label,
+            label,
             items,
-            round(self._committed(graph.id, handle.id, time.time()) - started, 4),
+            round(self._committed(handle.id, time.time()) - started, 4),
             round(submitted - started, 4),
+            probe.peak("queue"),
+            probe.peak("unacked"),
+            round(delta.total() / items, 2),
+            {name: round(n / items, 2) for name, n in delta.most_common() if n / items >= 0.1},
             len(during),
             biggest.record_bytes,
             final.record_bytes,
@@ -212,14 +295,10 @@ class KidsDriver:
             probe.peak("wait_bytes", during),
             biggest.inputs_bytes,
             biggest.fields,
-            probe.peak("queue"),
-            probe.peak("unacked"),
             max(0, probe.peak("running") - 1),  # the parent is running too
             probe.peak("open_kids", during),
             self._runs() - created - 1,  # the kids (0 for the action foreach)
             probe.peak("phase", during),
-            round(delta.total() / items, 2),
-            {name: round(n / items, 2) for name, n in delta.most_common() if n / items >= 0.1},
         )
 
     @property
@@ -232,9 +311,9 @@ class KidsDriver:
         """How many runs the store holds (every status)."""
         return int(self.redis.zcard(KeySpace().shards[0].index_all()))
 
-    def _committed(self, graph_id: str, run_id: str, fallback: float) -> float:
+    def _committed(self, run_id: str, fallback: float) -> float:
         """The run's last commit time (its `updated_at`), or `fallback` if it is not listed."""
-        for run in self.client.list_runs(graph_id=graph_id, limit=20):
+        for run in self.client.list_runs(graph_id=self.graph.id, limit=20):
             if run.run_id == run_id:
                 return run.updated_at / 1000
         return fallback
@@ -264,60 +343,87 @@ def _item_of(result: Any) -> Any:
 
 
 def cells(args: argparse.Namespace) -> list[Cell]:
-    """Every side: the kids at each max_concurrency, then the action foreach."""
-    found = [Cell(KIDS, w) for w in args.max_concurrency]
-    return found if args.no_action else [*found, Cell(ACTION, 0)]
+    """Every side: the chord, the kids at each max_concurrency, the action foreach."""
+    found = [] if args.no_chord else [Cell(CHORD)]
+    found += [Cell(KIDS, w) for w in args.max_concurrency]
+    return found if args.no_action else [*found, Cell(ACTION)]
 
 
-def run_cell(bench: Bench, folder: Path, cell: Cell) -> Run:
-    """A fresh worker: one warm-up run of the same graph, then the timed one."""
-    args = bench.args
-    phase = graphrunner_phase(bench, args.prefetch, False)
+def run_cell(bench: Bench, folder: Path, cell: Cell, size: int) -> Run:
+    """A fresh worker: one warm-up fan-out of the same kind, then the timed one."""
+    phase = _phase(bench, cell)
     with running_worker(phase.name, phase.command, phase.env) as worker:
-        driver = KidsDriver(bench.url, args.prefetch, folder, args.interval)
+        driver = _driver(bench, folder, cell)
         try:
-            graph = driver.graph(cell, args.child)
-            timed(driver, cell, graph, WARM_UP, worker)
-            run = timed(driver, cell, graph, args.items, worker)
+            timed(driver, WARM_UP, worker)
+            assert bench.server.process is not None
+            cpu = CpuProbe(bench.server.process.pid, worker.process.pid)
+            before = cpu.read()
+            run = timed(driver, size, worker)
+            run = replace(run, cpu=per_step(before, cpu.read(), size))
         finally:
             driver.close()
+    kids = (
+        f"; kids running max {run.running_max}, kids created {run.runs_created}" if cell.side == KIDS else ""
+    )
+    record = (
+        f"; record max {run.record_max_bytes} B, end {run.record_end_bytes} B" if cell.side != CHORD else ""
+    )
     say(
-        f"{cell.label:10} {run.items} items: {run.rate:7.1f} items/s ({run.seconds:.2f} s); record max "
-        f"{run.record_max_bytes} B, end {run.record_end_bytes} B; queue max {run.queue_max}, unacked max "
-        f"{run.unacked_max}, kids running max {run.running_max}, kids created {run.runs_created}"
+        f"{cell.label:10} {run.items} items: {run.rate:7.1f} items/s ({run.seconds:.2f} s){record}; queue "
+        f"max {run.queue_max}, unacked max {run.unacked_max}{kids}; {run.calls_per_item} calls/item; CPU "
+        f"per item: worker {run.cpu.get('worker', 0):.0f} us, Redis {run.cpu.get('redis', 0):.0f} us"
     )
     return run
 
 
-def timed(driver: KidsDriver, cell: Cell, graph: Graph, items: int, worker: Worker) -> Run:
-    """One run; a stuck one shows the worker's log."""
+def _phase(bench: Bench, cell: Cell) -> Phase:
+    """The worker of `cell`: the bare baseline's for the chord, graphrunner's otherwise."""
+    if cell.side == CHORD:
+        return baseline_phase(bench, bench.args.prefetch, False)
+    return graphrunner_phase(bench, bench.args.prefetch, False)
+
+
+def _driver(bench: Bench, folder: Path, cell: Cell) -> ChainChordDriver | KidsDriver:
+    """The driver of `cell`."""
+    args = bench.args
+    if cell.side == CHORD:
+        return ChainChordDriver(bench.url, args.prefetch, args.child_steps, args.interval)
+    child = f"bench-kid-{args.child}-{args.child_steps}"
+    return KidsDriver(bench.url, args.prefetch, folder, args.interval, cell, child)
+
+
+def timed(driver: ChainChordDriver | KidsDriver, items: int, worker: Worker) -> Run:
+    """One fan-out; a stuck one shows the worker's log."""
     try:
-        return driver.run(cell, graph, items, 60 + items / MIN_RATE)
+        return driver.run(items, 60 + items / MIN_RATE)
     except TimeoutError as exc:
         worker.check_alive()
         raise TimeoutError(f"{exc}; worker log:\n{worker.tail()}") from exc
 
 
 def measure(bench: Bench, folder: Path) -> list[Run]:
-    """Every cell, every repeat, a fresh worker each time; the order reverses from repeat to repeat."""
+    """Every size, every cell, every repeat, a fresh worker each time; the sides' order reverses
+    from one repeat to the next (chord, kids, action, then action, kids, chord, ...)."""
     runs: list[Run] = []
     ordered = cells(bench.args)
     for rep in range(bench.args.repeat):
-        for cell in ordered if rep % 2 == 0 else reversed(ordered):
-            say(f"repeat {rep + 1}/{bench.args.repeat}: {cell.label}, {bench.args.items} items")
-            runs.append(run_cell(bench, folder, cell))
+        for size in bench.args.sizes:
+            for cell in ordered if rep % 2 == 0 else reversed(ordered):
+                say(f"repeat {rep + 1}/{bench.args.repeat}: {cell.label}, {size} items")
+                runs.append(run_cell(bench, folder, cell, size))
     return runs
 
 
 PEAKS = (
+    "queue_max",
+    "unacked_max",
     "record_max_bytes",
     "record_end_bytes",
     "memory_usage_max",
     "memory_usage_end",
     "wait_max_bytes",
     "inputs_bytes",
-    "queue_max",
-    "unacked_max",
     "running_max",
     "open_max",
     "parent_phase_max",
@@ -325,27 +431,44 @@ PEAKS = (
 
 
 def rows(runs: list[Run], labels: list[str]) -> list[dict[str, Any]]:
-    """Per side: the rates, their median, the ratio to the action foreach, and the probe's peaks
-    (the largest over the repeats)."""
-    medians = {label: statistics.median(r.rate for r in runs if r.label == label) for label in labels}
-    reference = medians.get(ACTION)
+    """Per size and side: the rates, their median, the ratio to the chord (and the target), the
+    ratio to the action foreach, and the probe's peaks (the largest over the repeats)."""
     found = []
-    for label in labels:
-        mine = [r for r in runs if r.label == label]
-        found.append(
-            {
-                "side": label,
-                "items": mine[0].items,
-                "rates": [round(r.rate, 1) for r in mine],
-                "median": round(medians[label], 1),
-                "vs_action": round(medians[label] / reference, 3) if reference else None,
-                **{name: max(getattr(r, name) for r in mine) for name in PEAKS},
-                "calls_per_item": round(statistics.median(r.calls_per_item for r in mine), 2),
-                "commands": _median_commands([r.commands for r in mine]),
-                "runs": [{**asdict(r), "rate": round(r.rate, 1)} for r in mine],
-            }
-        )
+    for size in sorted({r.items for r in runs}):
+        medians = {
+            label: statistics.median(r.rate for r in runs if (r.label, r.items) == (label, size))
+            for label in labels
+        }
+        chord_rate, action_rate = medians.get(CHORD), medians.get(ACTION)
+        for label in labels:
+            mine = [r for r in runs if (r.label, r.items) == (label, size)]
+            ratio = medians[label] / chord_rate if chord_rate and label != CHORD else None
+            found.append(
+                {
+                    "size": size,
+                    "side": label,
+                    "rates": [round(r.rate, 1) for r in mine],
+                    "median": round(medians[label], 1),
+                    "vs_chord": None if ratio is None else round(ratio, 3),
+                    "target": TARGET if label.startswith(KIDS) and ratio is not None else None,
+                    "met": ratio >= TARGET if label.startswith(KIDS) and ratio is not None else None,
+                    "vs_action": round(medians[label] / action_rate, 3)
+                    if action_rate and label.startswith(KIDS)
+                    else None,
+                    **{name: max(getattr(r, name) for r in mine) for name in PEAKS},
+                    "cpu_us": _median_cpu([r.cpu for r in mine]),
+                    "calls_per_item": round(statistics.median(r.calls_per_item for r in mine), 2),
+                    "commands": _median_commands([r.commands for r in mine]),
+                    "runs": [{**asdict(r), "rate": round(r.rate, 1)} for r in mine],
+                }
+            )
     return found
+
+
+def _median_cpu(runs: list[dict[str, float]]) -> dict[str, float]:
+    """The median CPU microseconds per item of each process role over the runs."""
+    roles = dict.fromkeys(role for cpu in runs for role in cpu)
+    return {role: round(statistics.median(c[role] for c in runs if role in c), 1) for role in roles}
 
 
 def _median_commands(runs: list[dict[str, float]]) -> dict[str, float]:
@@ -355,26 +478,18 @@ def _median_commands(runs: list[dict[str, float]]) -> dict[str, float]:
     return dict(sorted(found.items(), key=lambda kv: -kv[1]))
 
 
-def calls_table(records: list[dict[str, Any]]) -> str:
-    """Redis commands per item (medians), and how often the parent's step was suspended again."""
-    head = ("side", "calls/item", "by command (per item)", "parent suspensions")
-    body = [
-        (
-            r["side"],
-            f"{r['calls_per_item']:.1f}",
-            ", ".join(f"{name} {n:g}" for name, n in list(r["commands"].items())[:8]),
-            str(r["parent_phase_max"]),
-        )
-        for r in records
-    ]
-    return report.align([head, *body])
+def _ratio(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}x"
 
 
 def rate_table(records: list[dict[str, Any]]) -> str:
-    """Items/s, the ratio to the action foreach, and what was in flight at most."""
+    """Items/s, the ratio to the chord (target, met), to the action foreach, and what was in flight."""
     head = (
+        "size",
         "side",
         "items/s (median)",
+        "vs chord",
+        f"target >= {TARGET:.2f}x",
         "vs action",
         "queue max",
         "unacked max",
@@ -384,13 +499,16 @@ def rate_table(records: list[dict[str, Any]]) -> str:
     )
     body = [
         (
+            str(r["size"]),
             r["side"],
             f"{r['median']:.1f}",
-            "" if r["vs_action"] is None or r["side"] == ACTION else f"{r['vs_action']:.2f}x",
+            _ratio(r["vs_chord"]),
+            "" if r["met"] is None else ("met" if r["met"] else "NOT met"),
+            _ratio(r["vs_action"]),
             str(r["queue_max"]),
             str(r["unacked_max"]),
-            "-" if r["side"] == ACTION else str(r["running_max"]),
-            "-" if r["side"] == ACTION else str(r["open_max"]),
+            str(r["running_max"]) if r["side"].startswith(KIDS) else "-",
+            str(r["open_max"]) if r["side"].startswith(KIDS) else "-",
             ", ".join(f"{x:.1f}" for x in r["rates"]),
         )
         for r in records
@@ -398,9 +516,34 @@ def rate_table(records: list[dict[str, Any]]) -> str:
     return report.align([head, *body])
 
 
+def cpu_table(records: list[dict[str, Any]]) -> str:
+    """CPU microseconds per item by process (medians): what bounds items/s on a busy machine."""
+    head = ("size", "side", "worker main", "worker pool", "worker", "Redis", "worker + Redis", "vs chord")
+    chord = {r["size"]: r["cpu_us"] for r in records if r["side"] == CHORD}
+
+    def both(cpu: dict[str, float]) -> float:
+        return cpu.get("worker", 0.0) + cpu.get("redis", 0.0)
+
+    body = []
+    for r in records:
+        cpu, base = r["cpu_us"], chord.get(r["size"])
+        ratio = both(cpu) / both(base) if base and both(base) and r["side"] != CHORD else None
+        body.append(
+            (
+                str(r["size"]),
+                r["side"],
+                *(f"{cpu.get(k, 0.0):.0f}" for k in ("worker_main", "worker_pool", "worker", "redis")),
+                f"{both(cpu):.0f}",
+                _ratio(ratio),
+            )
+        )
+    return report.align([head, *body])
+
+
 def record_table(records: list[dict[str, Any]]) -> str:
     """The parent's record: largest while the foreach runs, and after the last commit (bytes)."""
     head = (
+        "size",
         "side",
         "record max (running)",
         "of which wait",
@@ -411,6 +554,7 @@ def record_table(records: list[dict[str, Any]]) -> str:
     )
     body = [
         (
+            str(r["size"]),
             r["side"],
             str(r["record_max_bytes"]),
             str(r["wait_max_bytes"]),
@@ -420,6 +564,23 @@ def record_table(records: list[dict[str, Any]]) -> str:
             str(r["memory_usage_end"]),
         )
         for r in records
+        if r["side"] != CHORD
+    ]
+    return report.align([head, *body])
+
+
+def calls_table(records: list[dict[str, Any]]) -> str:
+    """Redis commands per item (medians), and how often the parent's step was suspended again."""
+    head = ("size", "side", "calls/item", "by command (per item)", "parent suspensions")
+    body = [
+        (
+            str(r["size"]),
+            r["side"],
+            f"{r['calls_per_item']:.1f}",
+            ", ".join(f"{name} {n:g}" for name, n in list(r["commands"].items())[:8]),
+            "-" if r["side"] == CHORD else str(r["parent_phase_max"]),
+        )
+        for r in records
     ]
     return report.align([head, *body])
 
@@ -427,15 +588,15 @@ def record_table(records: list[dict[str, Any]]) -> str:
 def field_lines(runs: list[Run]) -> list[str]:
     """Per side, the record's fields at its biggest sample (of the run with the biggest record)."""
     lines = ["the parent's record at its biggest, by field (name + value bytes):"]
-    for label in dict.fromkeys(r.label for r in runs):
-        run = max((r for r in runs if r.label == label), key=lambda r: r.record_max_bytes)
+    for key in dict.fromkeys((r.items, r.label) for r in runs if r.label != CHORD):
+        run = max((r for r in runs if (r.items, r.label) == key), key=lambda r: r.record_max_bytes)
         top = sorted(run.biggest_fields.items(), key=lambda kv: -kv[1])
-        lines.append(f"  {label:10} " + ", ".join(f"{k} {v}" for k, v in top))
+        lines.append(f"  {key[0]:>6} {key[1]:10} " + ", ".join(f"{k} {v}" for k, v in top))
     return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark; print the table (and the JSON line with --json)."""
+    """Run the benchmark; print the tables (and the JSON line with --json)."""
     args = parse_args(argv)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     load_before = check_quiet()
@@ -445,18 +606,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         EmbeddedRedis() as server,
     ):
         folder = Path(tmp)
-        for name, text in CHILDREN.items():
-            (folder / f"bench-kid-{name}.yaml").write_text(text)
+        name = f"bench-kid-{args.child}-{args.child_steps}"
+        (folder / f"{name}.yaml").write_text(child_graph(args.child, args.child_steps))
         say(f"private Redis at {server.url}")
         runs = measure(Bench(server, args), folder)
         env = environment(server.url)
     env["load_average"] = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
     records = rows(runs, [c.label for c in cells(args)])
     print(
-        f"{args.items} items, child graph: one {args.child} step; {args.repeat} repeat(s), "
-        "a fresh worker each run"
+        f"child graph: {args.child_steps} {args.child} step(s) per child; the chord: N chains of "
+        f"{args.child_steps} no-op task(s); {args.repeat} repeat(s), a fresh worker each run; load "
+        f"average before {env['load_average']['before']}, after {env['load_average']['after']}"
     )
     print(rate_table(records))
+    print()
+    print("CPU microseconds per item (the timed fan-out; /proc user + system)")
+    print(cpu_table(records))
     print()
     print("the parent's run record in Redis (bytes; field names + values, and MEMORY USAGE of the key)")
     print(record_table(records))

@@ -31,6 +31,7 @@ from graphrunner.store import RunPage, RunQuery, RunSummary, existing_run
 from graphrunner.store.query import TimeBound
 from graphrunner.streaming import StreamEvent, TranscriptStream, check_mode
 from graphrunner.telemetry import propagation
+from graphrunner.waiting import wait_for
 
 
 class Client:
@@ -276,8 +277,9 @@ class RunHandle:
     def follow(self, timeout: float | None = None) -> Iterator[dict[str, Any]]:
         """Yield transcript records as they are committed, until the run settles.
 
-        Blocks on the run's transcript stream; the run's status is read only at the start,
-        after a record that may have ended it, and when nothing came for a second.
+        Blocks on the run's transcript stream; the records of the commit that settles the run
+        say so. The run's status is read at the start (with the records there are, one round
+        trip), and when nothing came for a second.
         """
         for batch in self._transcript().batches("0-0", timeout):
             for entry in batch:
@@ -301,6 +303,7 @@ class RunHandle:
         return TranscriptStream(self.client.store, self.id)
 
     def wait(self, timeout: float | None = None) -> RunResult:
-        """Block until the run finishes or pauses (following its transcript, not polling)."""
-        records = list(self.follow(timeout))
-        return RunResult.from_snapshot(self.snapshot(), records)
+        """Block until the run finishes or pauses, then return its result; `WaitTimeout` after
+        `timeout` seconds. Not polling: the commit that settles the run wakes the client
+        (graphrunner/waiting.py)."""
+        return wait_for(self.client.store, self.id, timeout)

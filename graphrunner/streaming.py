@@ -184,9 +184,10 @@ class Fold:
 class TranscriptStream:
     """A cluster run's transcript, followed in its store as it commits, until the run settles.
 
-    The run's status is read at the start, after a record it may have settled at (one that
-    does not `go_on`), and when nothing came for `WAIT_SLICE_MS`; its state only for a value
-    too large for its record, and to start mode `values`.
+    The run's status is read at the start (with the records there are), when nothing came for
+    `WAIT_SLICE_MS`, and after a record it may have settled at that does not say the status
+    (see `batches`); its state only for a value too large for its record, and to start mode
+    `values`.
     """
 
     def __init__(self, store: Store, run_id: str) -> None:
@@ -210,22 +211,28 @@ class TranscriptStream:
 
     def batches(self, after: str, timeout: float | None) -> Iterator[list[StepEntry]]:
         """The transcript entries after stream id `after`, as they are committed, until the run
-        settles: each batch is what one read found; `WaitTimeout` after `timeout` seconds."""
+        settles: each batch is what one read found; `WaitTimeout` after `timeout` seconds.
+
+        One round trip reads the run's status with the entries there are; then each read blocks
+        until entries come. The commit that settles a run says so in its entries (`status`):
+        the run's status is read again only when nothing came for `WAIT_SLICE_MS`, and after a
+        record that may have settled the run and does not say (an older graphrunner's).
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
-        last, look = after, True
+        entries, settled = self._read(after)
         while True:
-            if look and self._settled():
-                rest = self.store.steps(self.run_id, last)
-                if rest:
-                    yield rest
-                return
-            entries = self.store.wait_steps(self.run_id, last, _slice(deadline))
             if entries:
-                last = entries[-1].id
+                after = entries[-1].id
                 yield entries
-            look = not entries or any(not parse(e.record).goes_on() for e in entries)
+            if settled is None:  # not known: read the status (and what came meanwhile)
+                entries, settled = self._read(after)
+                continue
+            if settled:
+                return
             if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeout(f"run {self.run_id} did not finish within {timeout:g}s; {self._where()}")
+                raise timed_out(self.store, self.run_id, timeout)
+            entries = self.store.wait_steps(self.run_id, after, slice_ms(deadline))
+            settled = _said(entries)
 
     def _event(self, entry: StepEntry, at_head: bool, fold: Fold | None) -> RecordEvent:
         """The event of one record; a value it lacks is read when no record came after it."""
@@ -265,25 +272,42 @@ class TranscriptStream:
 
         return existing_run(self.store, self.run_id, with_path=with_path)
 
-    def _where(self) -> str:
-        """Where the run is, for a wait that timed out: status, step, node and what it waits for."""
-        snap = self.store.load_run(self.run_id)
-        if snap is None:
-            return "it no longer exists"
-        where = f"it is {snap.status.value} at step {snap.step + 1}"
-        where += f" (node '{snap.node}')" if snap.node else ""
-        return where + (f", waiting on {snap.wait.describe()}" if snap.wait is not None else "")
-
-    def _settled(self) -> bool:
-        """The run has finished or paused; raises `RunNotFound`."""
-        status = self.store.status_of(self.run_id)
+    def _read(self, after: str) -> tuple[list[StepEntry], bool | None]:
+        """The run's entries after `after` and whether it has settled (finished or paused) as of
+        them (None: not known, entries came that may have settled it), in one round trip; raises
+        `RunNotFound`."""
+        status, entries = self.store.status_and_steps(self.run_id, after)
         if status is None:
             raise RunNotFound(f"no run with id {self.run_id!r}")
-        return RunStatus(status) in SETTLED
+        return entries, True if status in SETTLED else (_said(entries) if entries else False)
 
 
-def _slice(deadline: float | None) -> int:
-    """Milliseconds to block on the transcript: a slice, or what is left until `deadline`."""
+def _said(entries: list[StepEntry]) -> bool | None:
+    """Whether the run has settled as of `entries`, when they tell: the last one says the run's
+    status, or every one goes on; None when the run's status is to be read (nothing came, or a
+    record that may have settled it and does not say)."""
+    if not entries:
+        return None
+    if entries[-1].status is not None:
+        return entries[-1].status in SETTLED
+    return False if all(parse(e.record).goes_on() for e in entries) else None
+
+
+def timed_out(store: Store, run_id: str, timeout: float | None) -> WaitTimeout:
+    """The error of a wait for run `run_id` that timed out, saying where the run is: status,
+    step, node and what it waits for."""
+    snap = store.load_run(run_id)
+    if snap is None:
+        where = "it no longer exists"
+    else:
+        where = f"it is {snap.status.value} at step {snap.step + 1}"
+        where += f" (node '{snap.node}')" if snap.node else ""
+        where += f", waiting on {snap.wait.describe()}" if snap.wait is not None else ""
+    return WaitTimeout(f"run {run_id} did not finish within {timeout or 0:g}s; {where}")
+
+
+def slice_ms(deadline: float | None) -> int:
+    """Milliseconds to block for in one read: a slice, or what is left until `deadline`."""
     if deadline is None:
         return WAIT_SLICE_MS
     return max(1, min(WAIT_SLICE_MS, int((deadline - time.monotonic()) * 1000)))

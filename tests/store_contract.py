@@ -31,11 +31,13 @@ from graphrunner.store import (
     Created,
     DeadLetter,
     Fence,
+    Gather,
     GraphVersion,
     RedisStore,
     RunPage,
     RunQuery,
     RunSummary,
+    Saved,
     Send,
     Store,
     keys,
@@ -406,6 +408,37 @@ class StoreContract:
             later.join()
         assert [e.record for e in found] == [{"late": True}]
 
+    def test_the_records_of_a_commit_that_stops_the_run_say_its_status(self, store: Store) -> None:
+        first = self.created(store, snapshot())
+        assert store.status_and_steps("run-1", "0-0") == ("running", [])
+        second = self.commit(store, first, moved(first), records=[record(1)])
+        paused = self.commit(store, second, moved(second, status=RunStatus.PAUSED), records=[record(2)])
+        store.note("run-1", json.dumps({"action": "resent_step"}))
+        self.commit(store, paused, moved(paused, status=RunStatus.FAILED), records=[record(3), record(3)])
+        entries = store.steps("run-1")
+        assert [e.status for e in entries] == [None, "paused", None, "failed", "failed"]
+        assert store.status_and_steps("run-1", "0-0") == ("failed", entries)
+        assert store.status_and_steps("run-1", entries[2].id) == ("failed", entries[3:])
+        assert store.status_and_steps("ghost", "0-0") == (None, [])
+
+    def test_a_watcher_is_woken_by_the_commit_that_settles_the_run(self, store: Store) -> None:
+        first = self.created(store, snapshot())
+        assert store.watch("run-1") == "running"
+        assert store.wait_settle("run-1", 50) is None
+        second = self.commit(store, first, moved(first), records=[record(1)])
+        assert store.wait_settle("run-1", 50) is None  # a step that goes on wakes no one
+        assert store.settle_and_read("run-1", 50) == (None, second, store.steps("run-1"))
+        paused = moved(second, status=RunStatus.PAUSED)
+        later = threading.Timer(0.2, lambda: self.commit(store, second, paused, records=[record(2)]))
+        later.start()
+        try:  # the reads see the run as the commit that settled it left it
+            assert store.settle_and_read("run-1", 20_000) == ("paused", paused, store.steps("run-1"))
+        finally:
+            later.join()
+        assert store.watch("run-1") == "paused" and store.watch("ghost") is None
+        assert store.run_and_steps("run-1") == (paused, store.steps("run-1"))
+        assert store.run_and_steps("ghost") == (None, [])
+
     # -- messages ----------------------------------------------------------------------------------
 
     def test_push_sends_for_a_run_and_records_its_tracked_message(self, store: Store) -> None:
@@ -487,6 +520,53 @@ class StoreContract:
         assert store.outbox("run-1") == []
         assert self.queued(store, QUEUE) == []
 
+    def test_a_gathered_wake_up_goes_once_until_its_ended_set_is_taken(self, store: Store) -> None:
+        kids = [self.created(store, snapshot(f"p.1.{i}")) for i in range(3)]
+
+        def ended(kid: RunSnapshot) -> None:  # the kid's last commit wakes step 1 of run p, gathered
+            wake = Send(QUEUE, f"wake-{kid.run_id}", f"tag-{kid.run_id}", gather=Gather("p", 1, kid.run_id))
+            self.commit(store, kid, moved(kid, status=RunStatus.COMPLETED), sends=[wake])
+
+        def sent() -> list[str]:
+            return self.queued(store, QUEUE) if store.direct else [s.body for s in store.outbox("p.1.0")]
+
+        ended(kids[0])
+        ended(kids[1])  # one is pending: nothing more is sent
+        if isinstance(store, RedisStore) and store.keys.clustered:  # a kid's commit is on its own slot
+            assert [s.body for s in store.outbox("p.1.1")] == ["wake-p.1.1"]  # each wake-up names its kid
+            assert store.ended("p", 1) == []
+            return
+        assert sent() == ["wake-p.1.0"] and store.ended("p", 1) == ["p.1.0", "p.1.1"]
+        assert store.ended("p", 2) == []
+        ended(kids[2])  # the step is being woken: still nothing more is sent
+        assert sent() == ["wake-p.1.0"]
+        assert store.release_ended("p", 1, ["p.1.0", "p.1.1"]) == 1  # counted: one is left to take in
+        assert store.ended("p", 1) == ["p.1.2"]
+        store.drop_ended("p", 1)
+        assert store.ended("p", 1) == [] and store.release_ended("p", 1, []) == 0
+
+    def test_a_released_step_is_woken_by_the_next_kid_that_ends(self, store: Store) -> None:
+        if isinstance(store, RedisStore) and store.keys.clustered:
+            return  # nothing is gathered on a cluster (see above)
+        kid = self.created(store, snapshot("p.1.0"))
+        assert store.release_ended("p", 1, []) == 0
+        wake = Send(QUEUE, "wake", "tag-wake", gather=Gather("p", 1, "p.1.0"))
+        self.commit(store, kid, moved(kid, status=RunStatus.COMPLETED), sends=[wake])
+        sent = self.queued(store, QUEUE) if store.direct else [s.body for s in store.outbox("p.1.0")]
+        assert sent == ["wake"] and store.ended("p", 1) == ["p.1.0"]
+
+    def test_create_runs_and_load_runs_do_many_at_once(self, store: Store) -> None:
+        runs = [snapshot(f"run-{i}", state={"n": i}) for i in range(3)]
+        assert store.create_runs([(s, "fp", (), None) for s in runs[:2]]) == [Created(True)] * 2
+        assert store.create_runs([(s, "fp", (), None) for s in runs]) == [
+            Created(False, "fp"),
+            Created(False, "fp"),
+            Created(True),
+        ]
+        loaded = store.load_runs(["run-2", "nope", "run-0"])
+        assert loaded == [store.load_run("run-2"), None, store.load_run("run-0")]
+        assert loaded[0] is not None and loaded[0].state == {"n": 2}
+
     def test_dead_letters_are_counted_and_kept_newest_first(self, store: Store) -> None:
         assert store.dead_total() == 0 and store.dead_letters() == []
         letters = [
@@ -532,6 +612,28 @@ class StoreContract:
             i if i % 2 == 0 else None for i in range(2500)
         ]
         assert store.missing_items("run-1", "t", 995, 1005) == [995, 997, 999, 1001, 1003]
+
+    def test_exactly_one_save_completes_a_chunk_whatever_comes_twice(self, store: Store) -> None:
+        self.created(store, snapshot())
+        done = {"ok": True, "result": 1}
+        assert store.save_items("run-1", "t", [(0, done), (1, done)], upto=4) == Saved(2, False)
+        assert store.save_items("run-1", "t", [(1, done), (2, done)], upto=4) == Saved(1, False)
+        assert store.save_items("run-1", "t", [(3, done)], upto=4) == Saved(1, True)  # the 4th record
+        for again in ([(3, done)], [(0, done), (3, done)]):  # a redelivered item never completes it again
+            assert store.save_items("run-1", "t", again, upto=4) == Saved(0, False)
+        assert store.save_items("run-1", "t", [(4, done), (5, done)], upto=6) == Saved(
+            2, True
+        )  # the next chunk
+        assert store.save_items("run-1", "t", [(6, done)]) == Saved(1, False)  # upto 0: no chunk waits
+        assert store.count_items("run-1", "t") == 7
+
+    def test_item_records_are_read_in_item_order_one_at_a_time(self, store: Store) -> None:
+        for index in range(0, 2500, 2):
+            store.save_item("run-1", "t", index, {"ok": True, "result": index})
+        records = store.item_records("run-1", "t", 2500)
+        assert next(records) == {"ok": True, "result": 0} and next(records) is None
+        rest = [r["result"] if r else None for r in records]
+        assert rest == [i if i % 2 == 0 else None for i in range(2, 2500)]
 
     def test_an_item_is_progress_for_its_run(self, store: Store) -> None:
         now = time.time()

@@ -117,6 +117,7 @@ class GraphBuilder(Generic[S]):
         collect: str | None = None,
         parallel: bool = False,
         max_concurrency: int | None = None,
+        batch_size: int | None = None,
         tolerated_failures: int | str = 0,
         retry: RetrySpec | None = None,
         timeout: float | None = None,
@@ -143,6 +144,7 @@ class GraphBuilder(Generic[S]):
             "collect": collect,
             "parallel": parallel or None,
             "max_concurrency": max_concurrency,
+            "batch_size": batch_size,
             "tolerated_failures": tolerated_failures or None,
             **_dispatch(description, retry, timeout, queue, on_error, error_mode, cache_result),
         }

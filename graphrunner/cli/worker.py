@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import signal
 import threading
@@ -78,11 +79,23 @@ def worker(celery_args: tuple[str, ...], metrics_port: int | None, metrics_host:
         fail(str(exc), USAGE_ERROR)
     try:
         # WARNING by default: failed steps, not Celery's line per task; a later --loglevel wins
-        runtime.app.worker_main(["worker", "--loglevel=WARNING", *celery_args])
+        _celery_worker(runtime.app, ["--loglevel=WARNING", *celery_args])
     finally:
         if endpoint is not None:
             endpoint.close()
         runtime.close()
+
+
+def _celery_worker(app: Any, args: list[str]) -> None:
+    """Run Celery's `worker` command on `app` with `args`: that click command alone, not Celery's
+    whole CLI (`app.worker_main`), whose plugins (Flower, the REPL's prompt_toolkit) add about
+    14 MB to the worker and to every pool process forked from it."""
+    from celery.bin.base import CLIContext
+    from celery.bin.worker import worker as celery_worker
+
+    context = CLIContext(app=app, no_color=None, workdir=None)
+    with contextlib.suppress(click.exceptions.Exit):  # the worker's exit, as `worker_main` ends
+        celery_worker.main(args=args, prog_name="graphrunner worker", obj=context, standalone_mode=False)
 
 
 def _runtime(settings: Settings) -> Any:

@@ -34,9 +34,10 @@ def after_foreach(s: StepContext, outcome: ForeachOutcome) -> StepResult:
     """Collect the items in item order; past the node's tolerance, fail it as an action's failure."""
     spec = s.node.spec
     assert isinstance(spec, ForeachNode)
-    failed = [i for i in outcome.items if not i.outcome.ok]
+    fold = outcome.fold()
+    failed = fold.failed
     # a sequential foreach stops at its failure: counts and tolerance are of the whole list
-    total = len(s.plan.items) if s.plan.items is not None else len(outcome.items)
+    total = len(s.plan.items) if s.plan.items is not None else fold.count
     mode = error_mode(s.graph, spec)
     if foreach_fails(s.graph, spec, len(failed), total):
         first = failed[0]
@@ -49,7 +50,7 @@ def after_foreach(s: StepContext, outcome: ForeachOutcome) -> StepResult:
             first.outcome.failure.traceback,
         )
         return on_failure(s, failure, max(i.outcome.attempts for i in failed), outcome.control)
-    results = [i.outcome.result for i in outcome.items if i.outcome.ok]
+    results = fold.results
     failures = [{"index": i.index, "item": i.item, "error": _failure_dict(i.outcome)} for i in failed]
     suppressed = (
         tuple(
@@ -63,8 +64,7 @@ def after_foreach(s: StepContext, outcome: ForeachOutcome) -> StepResult:
     extra: dict[str, Any] = {spec.collect: results} if spec.collect else {}
     if spec.result_key:
         extra[spec.result_key] = result_ns
-    attempts = max((i.outcome.attempts for i in outcome.items), default=1)
-    return succeed(s, result_ns, extra, attempts, False, suppressed)
+    return succeed(s, result_ns, extra, fold.attempts, False, suppressed)
 
 
 def _failure_dict(outcome: ActionOutcome) -> dict[str, Any]:

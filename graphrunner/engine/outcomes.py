@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -90,13 +91,47 @@ class ItemOutcome:
     outcome: ActionOutcome
 
 
+@dataclass
+class ItemsFold:
+    """A foreach's items reduced in item order as they come (a join reading them a page at a time
+    never holds every outcome): how many, the results of those that succeeded, the failed ones,
+    and the most attempts any took."""
+
+    count: int = 0
+    results: list[Any] = field(default_factory=list)
+    failed: list[ItemOutcome] = field(default_factory=list)
+    attempts: int = 1
+
+    def add(self, index: int, item: Any, outcome: ActionOutcome) -> None:
+        """Fold in item `index` (the next in item order)."""
+        self.count += 1
+        self.attempts = max(self.attempts, outcome.attempts)
+        if outcome.ok:
+            self.results.append(outcome.result)
+        else:
+            self.failed.append(ItemOutcome(index, item, outcome))
+
+    @classmethod
+    def of(cls, items: Iterable[ItemOutcome]) -> ItemsFold:
+        """The fold of `items`, in item order."""
+        fold = cls()
+        for item in items:
+            fold.add(item.index, item.item, item.outcome)
+        return fold
+
+
 @dataclass(frozen=True)
 class ForeachOutcome:
-    """Every item of a foreach, in item order."""
+    """Every item of a foreach, in item order: as `items`, or already `folded` (a cluster's join)."""
 
     items: tuple[ItemOutcome, ...] = ()
     control: Control | None = None
     attempts: int = 1
+    folded: ItemsFold | None = None
+
+    def fold(self) -> ItemsFold:
+        """The items folded in item order."""
+        return self.folded if self.folded is not None else ItemsFold.of(self.items)
 
 
 @dataclass(frozen=True)

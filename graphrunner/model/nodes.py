@@ -14,7 +14,8 @@ from graphrunner.model.edges import Next
 ErrorMode = Literal["fail", "continue"]
 NODE_TYPES = ("action", "gate", "foreach", "subgraph", "parallel", "pause", "return")
 ErrorPolicy = Literal["fail_fast", "collect"]
-CHILD_ONLY = ("retry", "timeout", "queue", "cache_result")  # dispatch options a child run does not take
+CHILD_ONLY = ("retry", "timeout", "queue", "cache_result", "batch_size")  # what a child run does not take
+MAX_BATCH_SIZE = 1000  # items of one foreach item message at most
 PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 
@@ -76,6 +77,7 @@ class ForeachNode(_Dispatching):
     as_: str = Field(default="item", alias="as", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     parallel: bool = False
     max_concurrency: int | None = Field(default=None, ge=1)
+    batch_size: int | None = Field(default=None, ge=1, le=MAX_BATCH_SIZE, strict=True)  # items per task
     collect: str | None = None
     tolerated_failures: int | str = 0
 

@@ -9,7 +9,8 @@ timeline shows of them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from array import array
+from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -42,16 +43,43 @@ class ItemTimes(BaseModel):
     items: tuple[ItemTime, ...] = ()
 
     @classmethod
-    def of(cls, times: Sequence[ItemTime]) -> ItemTimes:
+    def of(cls, times: Iterable[ItemTime]) -> ItemTimes:
         """The summary of every item's `times`, in index order."""
-        durations = sorted(t.ms for t in times if t.ms is not None)
-        return cls(
-            count=len(times),
-            failed=sum(1 for t in times if not t.ok),
+        fold = TimesFold()
+        for t in times:
+            fold.add(t.i, t.at, t.ms, t.ok, t.worker)
+        return fold.summary()
+
+
+class TimesFold:
+    """Items' times summed up as they come, in index order (a join reading a foreach's records a
+    page at a time): counts and every duration, and the first `MAX_ITEM_TIMES` items' own."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.failed = 0
+        self.durations = array("d")
+        self.kept: list[ItemTime] = []
+
+    def add(self, i: int, at: int = 0, ms: float | None = None, ok: bool = True, worker: str = "") -> None:
+        """Count the next item, `i` (the fields of `ItemTime`)."""
+        self.count += 1
+        self.failed += not ok
+        if ms is not None:
+            self.durations.append(ms)
+        if len(self.kept) < MAX_ITEM_TIMES:
+            self.kept.append(ItemTime(i=i, at=at, ms=ms, ok=ok, worker=worker))
+
+    def summary(self) -> ItemTimes:
+        """What the step's record keeps of the items counted."""
+        durations = sorted(self.durations)
+        return ItemTimes(
+            count=self.count,
+            failed=self.failed,
             p50_ms=percentile(durations, 0.50),
             p95_ms=percentile(durations, 0.95),
             max_ms=durations[-1] if durations else None,
-            items=tuple(times[:MAX_ITEM_TIMES]),
+            items=tuple(self.kept),
         )
 
 

@@ -14,7 +14,7 @@ tests drive the executor, operations and sweeper with; one conformance suite
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -74,10 +74,31 @@ class Committed:
 
 @dataclass(frozen=True)
 class StepEntry:
-    """One transcript record and its stream position."""
+    """One transcript record and its stream position; `status` is the run's status after the
+    commit that wrote it when that commit left the run not running (None otherwise, and for
+    records a commit did not write), so a follower sees a run settle without reading it."""
 
     id: str
     record: dict[str, Any] = field(default_factory=dict)
+    status: str | None = None
+
+
+@dataclass(frozen=True)
+class Gather:
+    """A wake-up of step `step` of run `run_id` (a parent waiting on child runs), gathered: the
+    child run `member` ("" for none) joins the step's set of ended children, and the message is
+    sent only when the step's wake-up flag was not set (it is set from then on, while the wake-up
+    is pending and while the step handles it: `release_ended` clears it, or it expires after
+    `hold` seconds), so children that end close together wake the step once. Where a child's
+    write cannot reach its parent's keys (a Redis Cluster: another slot) the message is sent as
+    it is."""
+
+    run_id: str
+    step: int
+    member: str = ""
+    hold: int = (
+        0  # seconds the flag lives at most (a wake-up lost on the way is sent again then); 0: the retention
+    )
 
 
 @dataclass(frozen=True)
@@ -86,7 +107,8 @@ class Send:
 
     `tag` identifies the message on the broker. `tracked`: the message carries the run it is
     committed with forward (its next step); the run records it as sent, so the sweeper can
-    tell a message in flight from a lost one.
+    tell a message in flight from a lost one. `gather`: a parent's wake-up, sent only when none
+    is pending (`Gather`).
     """
 
     queue: str
@@ -94,6 +116,17 @@ class Send:
     tag: str
     due: float | None = None
     tracked: bool = False
+    gather: Gather | None = None
+
+    def entry(self) -> dict[str, Any]:
+        """The message as an outbox keeps it (JSON-ready; what is gathered is done at the write)."""
+        return {
+            "queue": self.queue,
+            "body": self.body,
+            "tag": self.tag,
+            "due": self.due,
+            "tracked": self.tracked,
+        }
 
 
 @dataclass(frozen=True)
@@ -103,6 +136,15 @@ class Sent:
     tag: str
     queue: str
     at: int
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What `save_items` did: how many records were new (`kept`), and whether one of them was the
+    last missing record of the chunk in flight (`completed`: its saver sends the join)."""
+
+    kept: int
+    completed: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,7 +174,19 @@ class RunStore(Protocol):
         self, snap: RunSnapshot, fingerprint: str, sends: Sequence[Send] = (), progress: float | None = None
     ) -> Created: ...
 
+    def create_runs(
+        self, runs: Sequence[tuple[RunSnapshot, str, Sequence[Send], float | None]]
+    ) -> list[Created]: ...
+
     def load_run(self, run_id: str, with_path: bool = False) -> RunSnapshot | None: ...
+
+    def load_runs(self, run_ids: Sequence[str]) -> list[RunSnapshot | None]: ...
+
+    def ended(self, run_id: str, step: int) -> list[str]: ...
+
+    def release_ended(self, run_id: str, step: int, members: Sequence[str]) -> int: ...
+
+    def drop_ended(self, run_id: str, step: int) -> None: ...
 
     def commit(
         self,
@@ -161,6 +215,20 @@ class RunStore(Protocol):
     def steps(self, run_id: str, after: str = "-", count: int | None = None) -> list[StepEntry]: ...
 
     def wait_steps(self, run_id: str, after: str, block_ms: int) -> list[StepEntry]: ...
+
+    def status_and_steps(self, run_id: str, after: str) -> tuple[str | None, list[StepEntry]]: ...
+
+    def watch(self, run_id: str) -> str | None: ...
+
+    def wait_settle(self, run_id: str, block_ms: int) -> str | None: ...
+
+    def settle_and_read(
+        self, run_id: str, block_ms: int
+    ) -> tuple[str | None, RunSnapshot | None, list[StepEntry]]: ...
+
+    def unwatch(self, run_id: str) -> None: ...
+
+    def run_and_steps(self, run_id: str) -> tuple[RunSnapshot | None, list[StepEntry]]: ...
 
 
 class MessageStore(Protocol):
@@ -192,9 +260,20 @@ class ItemStore(Protocol):
         self, run_id: str, tag: str, index: int, record: dict[str, Any], progress: float | None = None
     ) -> bool: ...
 
+    def save_items(
+        self,
+        run_id: str,
+        tag: str,
+        records: Sequence[tuple[int, dict[str, Any]]],
+        progress: float | None = None,
+        upto: int = 0,
+    ) -> Saved: ...
+
     def count_items(self, run_id: str, tag: str) -> int: ...
 
     def load_items(self, run_id: str, tag: str, total: int) -> list[dict[str, Any] | None]: ...
+
+    def item_records(self, run_id: str, tag: str, total: int) -> Iterator[dict[str, Any] | None]: ...
 
     def missing_items(self, run_id: str, tag: str, start: int, stop: int) -> list[int]: ...
 

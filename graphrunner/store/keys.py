@@ -92,8 +92,18 @@ class KeySpace:
         return self._run_base(run_id)
 
     def steps(self, run_id: str) -> str:
-        """Stream: the run's transcript, one entry per committed step (field `r`, JSON)."""
+        """Stream: the run's transcript, one entry per committed step (field `r`, JSON; `s`, the
+        run's status, on the records of a commit that left it not running)."""
         return f"{self._run_base(run_id)}:steps"
+
+    def waiters(self, run_id: str) -> str:
+        """String: how many clients wait for the run to settle (finish or pause); see `settle`."""
+        return f"{self._run_base(run_id)}:waiters"
+
+    def settle(self, run_id: str) -> str:
+        """List: when the run settles, its status once per client counted in `waiters`, each of
+        which takes one (BLPOP); short-lived."""
+        return f"{self._run_base(run_id)}:settle"
 
     def path(self, run_id: str) -> str:
         """List: the executed node names in order, one pushed per committed step."""
@@ -106,6 +116,16 @@ class KeySpace:
     def items(self, run_id: str, tag: str) -> str:
         """Hash: the results of one foreach's items by index (`tag` is `step.phase` of its start)."""
         return f"{self._run_base(run_id)}:items:{tag}"
+
+    def ended(self, run_id: str, step: int) -> str:
+        """Set: child runs of the run's step `step` that have ended and that the step has not
+        taken in yet (each child's last commit adds itself; the step takes them in at once)."""
+        return f"{self._run_base(run_id)}:ended:{step}"
+
+    def ended_wake(self, run_id: str, step: int) -> str:
+        """String: set while a wake-up of the run's step `step` is pending (a child's last commit
+        sends one only when it is not set; the step clears it when it takes the ended set)."""
+        return f"{self._run_base(run_id)}:ended:{step}:wake"
 
     def dead_letters(self) -> str:
         """List: messages workers refused (newest first), capped; JSON records."""

@@ -13,7 +13,7 @@ import json
 import math
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,7 +24,9 @@ from graphrunner.store.base import (
     Committed,
     Created,
     Fence,
+    Gather,
     GraphVersion,
+    Saved,
     Send,
     Sent,
     StepEntry,
@@ -81,6 +83,8 @@ class MemoryStore(MemoryAux):
         self._items: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
         self._timers: dict[str, tuple[int, str, str]] = {}  # tag: (due in ms, queue, body)
         self._progress: dict[str, int] = {}
+        self._ended: dict[tuple[str, int], set[str]] = defaultdict(set)  # (run id, step): ended children
+        self._wakes: set[tuple[str, int]] = set()  # (run id, step) whose wake-up is pending
         self._last_id = (0, 0)  # of the newest transcript entry: ids only grow, as a stream's do
 
     def ping(self) -> None:
@@ -134,6 +138,16 @@ class MemoryStore(MemoryAux):
             self._send(snap.run_id, run, sends, now)
             return Created(True)
 
+    def create_runs(
+        self, runs: Sequence[tuple[RunSnapshot, str, Sequence[Send], float | None]]
+    ) -> list[Created]:
+        """`create_run` for each (snapshot, fingerprint, sends, progress)."""
+        return [self.create_run(*run) for run in runs]
+
+    def load_runs(self, run_ids: Sequence[str]) -> list[RunSnapshot | None]:
+        """`load_run` (without the path) of each run."""
+        return [self.load_run(run_id) for run_id in run_ids]
+
     def load_run(self, run_id: str, with_path: bool = False) -> RunSnapshot | None:
         """The run's snapshot with its state (and its path when asked), or None for an unknown run."""
         with self._lock:
@@ -163,8 +177,9 @@ class MemoryStore(MemoryAux):
                 return Committed(False, f["step"], f["status"])
             now = _now_ms()
             self._write(run, snap, now)
+            said = snap.status.value if snap.status.value != "running" else None  # as commit_run.lua
             for record in records:
-                run.steps.append(self._entry(record))
+                run.steps.append(self._entry(record, said))
             run.path += walked
             self._send(snap.run_id, run, sends, now)
             self._set_progress(snap.run_id, progress)
@@ -194,12 +209,12 @@ class MemoryStore(MemoryAux):
         else:
             self._progress[run_id] = int(progress * 1000)
 
-    def _entry(self, record: str) -> StepEntry:
+    def _entry(self, record: str, status: str | None = None) -> StepEntry:
         """A transcript entry with an id `<ms>-<seq>` above every earlier one (as Redis streams do)."""
         ms, seq = self._last_id
         now = _now_ms()
         self._last_id = (now, 0) if now > ms else (ms, seq + 1)
-        return StepEntry("{}-{}".format(*self._last_id), json.loads(record))
+        return StepEntry("{}-{}".format(*self._last_id), json.loads(record), status)
 
     def run_fields(self, run_id: str) -> dict[str, str]:
         """The raw record fields of a run (status, step, graph_id, timestamps)."""
@@ -263,6 +278,41 @@ class MemoryStore(MemoryAux):
             entries = [e for e in entries if _stream_id(e.id) > start]
         return entries[:count] if count is not None else entries
 
+    def status_and_steps(self, run_id: str, after: str) -> tuple[str | None, list[StepEntry]]:
+        """The run's status (None for an unknown run) and its records after `after`, read at once."""
+        with self._lock:
+            return self.status_of(run_id), self.steps(run_id, after)
+
+    def watch(self, run_id: str) -> str | None:
+        """The run's status (None for an unknown run); `wait_settle` then looks at it."""
+        return self.status_of(run_id)
+
+    def wait_settle(self, run_id: str, block_ms: int) -> str | None:
+        """The status the run settled at (finished or paused), waiting up to `block_ms` for it;
+        None when it has not."""
+        deadline = time.monotonic() + block_ms / 1000
+        while True:
+            status = self.status_of(run_id)
+            if status is not None and status not in ("running", "pending"):
+                return status
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.005)
+
+    def settle_and_read(
+        self, run_id: str, block_ms: int
+    ) -> tuple[str | None, RunSnapshot | None, list[StepEntry]]:
+        """`wait_settle`, then `run_and_steps`."""
+        return self.wait_settle(run_id, block_ms), *self.run_and_steps(run_id)
+
+    def unwatch(self, run_id: str) -> None:
+        """Nothing to count out: `wait_settle` looks at the status itself."""
+
+    def run_and_steps(self, run_id: str) -> tuple[RunSnapshot | None, list[StepEntry]]:
+        """The run's snapshot with its path (None for an unknown run) and its transcript, read at once."""
+        with self._lock:
+            return self.load_run(run_id, with_path=True), self.steps(run_id)
+
     def wait_steps(self, run_id: str, after: str, block_ms: int) -> list[StepEntry]:
         """Records after `after`, waiting up to `block_ms` for one to appear."""
         deadline = time.monotonic() + block_ms / 1000
@@ -277,7 +327,9 @@ class MemoryStore(MemoryAux):
     def _send(self, run_id: str, run: _Run | None, sends: Sequence[Send], now: int) -> None:
         for send in sends:
             self._bodies[send.tag] = send.body
-            if send.due is not None:
+            if send.gather is not None and send.due is None and self._gathered(send.gather):
+                pass  # a wake-up of a parent step that is pending already
+            elif send.due is not None:
                 self._timers[send.tag] = (math.ceil(send.due * 1000), send.queue, send.body)
             elif self.direct:
                 self.enqueue(send.queue, send.body)
@@ -285,6 +337,34 @@ class MemoryStore(MemoryAux):
                 self._outboxes[run_id].append(send)
             if send.tracked and run is not None:
                 run.fields["sent"] = Sent(send.tag, send.queue, now)
+
+    def _gathered(self, gather: Gather) -> bool:
+        """Add a gathered wake-up's member to its step's ended set; True when one is pending."""
+        step = (gather.run_id, gather.step)
+        if gather.member:
+            self._ended[step].add(gather.member)
+        pending = step in self._wakes
+        self._wakes.add(step)
+        return pending
+
+    def ended(self, run_id: str, step: int) -> list[str]:
+        """The child runs of the run's step that ended and are not yet taken in."""
+        with self._lock:
+            return sorted(self._ended.get((run_id, step), ()))
+
+    def release_ended(self, run_id: str, step: int, members: Sequence[str]) -> int:
+        """Take `members` out of the step's ended set, clear its wake-up flag: how many are left."""
+        with self._lock:
+            ended = self._ended.get((run_id, step), set())
+            ended.difference_update(members)
+            self._wakes.discard((run_id, step))
+            return len(ended)
+
+    def drop_ended(self, run_id: str, step: int) -> None:
+        """Forget the step's ended set and wake-up flag."""
+        with self._lock:
+            self._ended.pop((run_id, step), None)
+            self._wakes.discard((run_id, step))
 
     def push(self, sends: Sequence[Send], run_id: str) -> None:
         """Send messages no commit carries, for run `run_id` (which records the tracked one)."""
@@ -342,17 +422,33 @@ class MemoryStore(MemoryAux):
         self, run_id: str, tag: str, index: int, record: dict[str, Any], progress: float | None = None
     ) -> bool:
         """Record one foreach item's result; the first record of an index wins."""
+        return self.save_items(run_id, tag, [(index, record)], progress).kept == 1
+
+    def save_items(
+        self,
+        run_id: str,
+        tag: str,
+        records: Sequence[tuple[int, dict[str, Any]]],
+        progress: float | None = None,
+        upto: int = 0,
+    ) -> Saved:
+        """Record foreach items' results; the first record of an index wins; `completed` when one
+        of them was the `upto`-th."""
+        kept, completed = 0, False
         with self._lock:
             items = self._items[(run_id, tag)]
-            if index in items:
-                return False
-            items[index] = _copy(record)
+            for index, record in records:
+                if index in items:
+                    continue
+                items[index] = _copy(record)
+                kept += 1
+                completed = completed or len(items) == upto
             run = self._run(run_id)
             if run is not None:
                 run.fields["heartbeat"] = _now_ms()
                 if progress is not None and run_id in self._progress:
                     self._progress[run_id] = max(self._progress[run_id], int(progress * 1000))
-            return True
+            return Saved(kept, completed)
 
     def count_items(self, run_id: str, tag: str) -> int:
         """How many distinct items of a foreach have a result."""
@@ -360,9 +456,13 @@ class MemoryStore(MemoryAux):
 
     def load_items(self, run_id: str, tag: str, total: int) -> list[dict[str, Any] | None]:
         """The results of items 0..total-1 in item order (None where missing)."""
+        return list(self.item_records(run_id, tag, total))
+
+    def item_records(self, run_id: str, tag: str, total: int) -> Iterator[dict[str, Any] | None]:
+        """The results of items 0..total-1 in item order (None where missing), one at a time."""
         with self._lock:
             items = dict(self._items.get((run_id, tag), {}))
-        return [_copy(items[i]) if i in items else None for i in range(total)]
+        return (_copy(items[i]) if i in items else None for i in range(total))
 
     def missing_items(self, run_id: str, tag: str, start: int, stop: int) -> list[int]:
         """The indexes in `[start, stop)` with no recorded result."""

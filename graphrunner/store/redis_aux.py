@@ -7,11 +7,11 @@ import heapq
 import itertools
 import json
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from graphrunner.store import keys
-from graphrunner.store.base import DeadLetter, now_ms
+from graphrunner.store.base import DeadLetter, Saved, now_ms
 from graphrunner.store.redis_conn import RedisConnection
 
 ITEMS_TTL = 7 * 24 * 3600  # item results outlive a stalled foreach, then go
@@ -26,36 +26,62 @@ class ItemsMixin(RedisConnection):
     def save_item(
         self, run_id: str, tag: str, index: int, record: dict[str, Any], progress: float | None = None
     ) -> bool:
-        """Record one foreach item's result; the first record of an index wins (idempotent).
+        """Record one foreach item's result; the first record of an index wins (idempotent)."""
+        return self.save_items(run_id, tag, [(index, record)], progress).kept == 1
 
-        An item is progress: the run's heartbeat is set, and its progress deadline pushed on
-        to `progress` (epoch s) when given.
+    def save_items(
+        self,
+        run_id: str,
+        tag: str,
+        records: Sequence[tuple[int, dict[str, Any]]],
+        progress: float | None = None,
+        upto: int = 0,
+    ) -> Saved:
+        """Record foreach items' results in one write; the first record of an index wins.
+
+        Items are progress: the run's heartbeat is set, and its progress deadline pushed on to
+        `progress` (epoch s) when given. `completed`: one of these records was the `upto`-th of
+        the foreach (the last one its chunk in flight waited for).
         """
         item_keys = [self.keys.items(run_id, tag), *self._beat_keys(run_id)]
-        args = [index, json.dumps(record), ITEMS_TTL, now_ms(), run_id, int((progress or 0) * 1000)]
-        return bool(self._call(lambda: self._save_item(keys=item_keys, args=args)))
+        args: list[Any] = [ITEMS_TTL, now_ms(), run_id, int((progress or 0) * 1000), upto]
+        for index, record in records:
+            args += [index, json.dumps(record)]
+        kept, completed = self._call(lambda: self._save_item(keys=item_keys, args=args))
+        return Saved(int(kept), bool(completed))
 
     def count_items(self, run_id: str, tag: str) -> int:
         """How many distinct items of a foreach have a result."""
         return int(self._call(lambda: self.redis.hlen(self.keys.items(run_id, tag))))
 
     def load_items(self, run_id: str, tag: str, total: int) -> list[dict[str, Any] | None]:
-        """The results of items 0..total-1 in item order (None where missing), read in batches."""
-        return [json.loads(raw) if raw else None for _, raw in self._item_range(run_id, tag, 0, total)]
+        """The results of items 0..total-1 in item order (None where missing)."""
+        return list(self.item_records(run_id, tag, total))
+
+    def item_records(self, run_id: str, tag: str, total: int) -> Iterator[dict[str, Any] | None]:
+        """The results of items 0..total-1 in item order (None where missing), read a page of
+        `ITEMS_BATCH` at a time as they are asked for and decoded one at a time: a reader folding
+        them never holds more than a page of them, undecoded."""
+        for page in self._item_range(run_id, tag, 0, total):
+            for _, raw in page:
+                yield json.loads(raw) if raw else None
 
     def missing_items(self, run_id: str, tag: str, start: int, stop: int) -> list[int]:
         """The indexes in `[start, stop)` with no recorded result."""
-        return [index for index, raw in self._item_range(run_id, tag, start, stop) if raw is None]
+        pages = self._item_range(run_id, tag, start, stop)
+        return [index for page in pages for index, raw in page if raw is None]
 
-    def _item_range(self, run_id: str, tag: str, start: int, stop: int) -> list[tuple[int, str | None]]:
-        """(index, raw record or None) for items `[start, stop)`, one HMGET per `ITEMS_BATCH`."""
-        key, found = self.keys.items(run_id, tag), []
+    def _item_range(
+        self, run_id: str, tag: str, start: int, stop: int
+    ) -> Iterator[list[tuple[int, str | None]]]:
+        """Pages of (index, raw record or None) for items `[start, stop)`, one HMGET per
+        `ITEMS_BATCH`, read as they are asked for."""
+        key = self.keys.items(run_id, tag)
         for first in range(start, stop, ITEMS_BATCH):
             indexes = range(first, min(stop, first + ITEMS_BATCH))
             fields = [str(i) for i in indexes]
             raw = self._call(lambda f=fields: self.redis.hmget(key, f))  # type: ignore[misc]
-            found += list(zip(indexes, raw, strict=True))
-        return found
+            yield list(zip(indexes, raw, strict=True))
 
     def drop_items(self, run_id: str, tag: str) -> None:
         """Delete a finished foreach's item results."""

@@ -59,8 +59,9 @@ class RedisConnection:
 
     def run_scripts(self, script: Any, calls: Sequence[tuple[list[str], list[Any]]]) -> list[Any]:
         """Call `script` once per (keys, args): in one pipeline on one Redis; one by one on a
-        Redis Cluster, whose pipelines take no scripts (each call may be on another slot)."""
-        if self.keys.clustered:
+        Redis Cluster, whose pipelines take no scripts (each call may be on another slot). One
+        call is not pipelined: a pipeline of scripts costs a round trip more (SCRIPT EXISTS)."""
+        if self.keys.clustered or len(calls) == 1:
             return [script(keys=k, args=a) for k, a in calls]
         pipe = self.redis.pipeline(transaction=False)
         for k, a in calls:

@@ -26,6 +26,7 @@ from graphrunner.store.base import (
     Committed,
     Created,
     Fence,
+    Gather,
     GraphVersion,
     Send,
     Sent,
@@ -45,6 +46,7 @@ from graphrunner.store.redis_clients import cluster_client, single_client
 from graphrunner.store.redis_index import RunIndex, expiry_member
 
 RETENTION_SECONDS = 7 * 24 * 3600  # finished runs expire after this (GRAPHRUNNER_RETENTION)
+WATCH_SECONDS = 24 * 3600  # a run's waiters counter lives this long after a client last counted in
 CLUSTER_SHARDS = 16  # shards of the run indexes on a Redis Cluster (GRAPHRUNNER_CLUSTER_SHARDS)
 __all__ = ["RETENTION_SECONDS", "RedisStore", "now_ms"]
 
@@ -80,6 +82,7 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         self._save_item = self.script("save_item.lua")
         self._acquire = self.script("acquire_key.lua")
         self._release = self.script("release_key.lua")
+        self._watch = self.script("watch_run.lua")
         self.index = RunIndex(self, self.script("prune_run.lua"), retention_seconds)
 
     @classmethod
@@ -141,6 +144,20 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         self, snap: RunSnapshot, fingerprint: str, sends: Sequence[Send] = (), progress: float | None = None
     ) -> Created:
         """Create the run unless its id exists: record, indexes and first messages in one write."""
+        return self.create_runs([(snap, fingerprint, sends, progress)])[0]
+
+    def create_runs(
+        self, runs: Sequence[tuple[RunSnapshot, str, Sequence[Send], float | None]]
+    ) -> list[Created]:
+        """`create_run` for each (snapshot, fingerprint, sends, progress): one round trip on one Redis."""
+        calls = [self._create_call(*run) for run in runs]
+        replies = self._call(lambda: self.run_scripts(self._create, calls)) if calls else []
+        return [Created(True) if int(r[0]) == 1 else Created(False, str(r[1])) for r in replies]
+
+    def _create_call(
+        self, snap: RunSnapshot, fingerprint: str, sends: Sequence[Send], progress: float | None
+    ) -> tuple[list[str], list[Any]]:
+        """The keys and arguments of `create_run.lua` for one run."""
         run_id, status = snap.run_id, snap.status.value
         shard = self.keys.shard(run_id)
         run_keys = [
@@ -165,17 +182,72 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
             snap.phase,
             *self._send_args(sends),
         ]
-        reply = self._call(lambda: self._create(keys=run_keys, args=args))
-        return Created(True) if int(reply[0]) == 1 else Created(False, str(reply[1]))
+        return run_keys, args
 
     def load_run(self, run_id: str, with_path: bool = False) -> RunSnapshot | None:
-        """The run's snapshot with its state (and its path when asked), or None for an unknown run."""
-        meta, state = self._call(lambda: self.redis.hmget(self.keys.run(run_id), "snapshot", "state"))
-        if meta is None:
-            return None
-        walked = self._call(lambda: self.redis.lrange(self.keys.path(run_id), 0, -1)) if with_path else ()
-        data = {**json.loads(meta), "state": json.loads(state or "{}"), "path": walked}
-        return RunSnapshot.model_validate(data)
+        """The run's snapshot with its state (and its path when asked), or None for an unknown run.
+
+        One round trip either way (with the path, the two reads are pipelined: the keys share a slot).
+        """
+        if with_path:
+            (meta, state), walked = self._call(lambda: self._read_with_path(run_id))
+        else:
+            meta, state = self._call(lambda: self.redis.hmget(self.keys.run(run_id), "snapshot", "state"))
+            walked = []
+        return _snapshot(meta, state, walked)
+
+    def load_runs(self, run_ids: Sequence[str]) -> list[RunSnapshot | None]:
+        """`load_run` (without the path) of each run, in one round trip."""
+
+        def read() -> list[Any]:
+            pipe = self.redis.pipeline(transaction=False)
+            for run_id in run_ids:
+                pipe.hmget(self.keys.run(run_id), "snapshot", "state")
+            return pipe.execute()  # type: ignore[no-any-return]
+
+        rows = self._call(read) if run_ids else []
+        return [
+            None if meta is None else RunSnapshot.model_validate_json(_joined(meta, state))
+            for meta, state in rows
+        ]
+
+    def ended(self, run_id: str, step: int) -> list[str]:
+        """The child runs of the run's step `step` that ended and are not yet taken in (`Gather`):
+        the step reads them while it holds the step's wake-up flag (children that end meanwhile
+        join the set and send nothing); they stay until `release_ended`."""
+        if self.keys.clustered:
+            return []  # nothing is gathered there: each child's wake-up names it
+        return sorted(self._call(lambda: self.redis.smembers(self.keys.ended(run_id, step))))
+
+    def release_ended(self, run_id: str, step: int, members: Sequence[str]) -> int:
+        """Take `members` out of the step's ended set (its commit took them in) and clear its wake-up
+        flag (a child that ends from now on sends one): how many are left, which the step must be
+        woken for. One round trip; in this order, no wake-up is ever missed."""
+        if self.keys.clustered:
+            return 0
+
+        def release() -> list[Any]:
+            pipe = self.redis.pipeline(transaction=False)
+            if members:
+                pipe.srem(self.keys.ended(run_id, step), *members)
+            pipe.delete(self.keys.ended_wake(run_id, step))
+            pipe.scard(self.keys.ended(run_id, step))
+            return pipe.execute()  # type: ignore[no-any-return]
+
+        return int(self._call(release)[-1])
+
+    def drop_ended(self, run_id: str, step: int) -> None:
+        """Delete the step's ended set and wake-up flag (the step starts, or is done)."""
+        if not self.keys.clustered:
+            self._call(
+                lambda: self.redis.delete(self.keys.ended(run_id, step), self.keys.ended_wake(run_id, step))
+            )
+
+    def _read_with_path(self, run_id: str) -> list[Any]:
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.hmget(self.keys.run(run_id), "snapshot", "state")
+        pipe.lrange(self.keys.path(run_id), 0, -1)
+        return pipe.execute()  # type: ignore[no-any-return]
 
     def commit(
         self,
@@ -205,6 +277,8 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
             self.keys.outbox(run_id),
             *_status_keys(shard, snap.graph_id, old, new),
             *self._push_queues(sends),
+            self.keys.waiters(run_id),  # the last two: whom a commit that settles the run wakes
+            self.keys.settle(run_id),
         ]
         args = [
             run_id,
@@ -238,21 +312,43 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         return [shard.timers(), shard.timer_bodies(), self.keys.outbox(run_id), *self._push_queues(sends)]
 
     def _push_queues(self, sends: Sequence[Send]) -> list[str]:
-        """The queue of each send pushed now (in order), when the broker is this Redis."""
-        return [s.queue for s in sends if self.direct and s.due is None]
+        """The keys `sends.lua` takes for the sends, in order: the queue of each send pushed now (the
+        broker is this Redis); for a gathered wake-up, its step's ended set and flag (and queue)."""
+        found: list[str] = []
+        for send in sends:
+            gather = self._gathered(send)
+            if gather is not None:
+                found += [
+                    self.keys.ended(gather.run_id, gather.step),
+                    self.keys.ended_wake(gather.run_id, gather.step),
+                ]
+            if self.direct and send.due is None:
+                found.append(send.queue)
+        return found
+
+    def _gathered(self, send: Send) -> Gather | None:
+        """What `send` gathers, when this store can: never on a Redis Cluster (a child's commit is on
+        its own slot, not its parent's), where the wake-up goes as it is."""
+        return None if send.gather is None or send.due is not None or self.keys.clustered else send.gather
 
     def _send_args(self, sends: Sequence[Send]) -> list[Any]:
-        """`sends.lua`'s arguments: the count, then mode, due, tag, entry, tracked, queue per send."""
+        """`sends.lua`'s arguments: the count, then mode, due, tag, entry, tracked, queue per send (and
+        the member and flag TTL of a gathered wake-up, whose `due` is its ended set's TTL)."""
         args: list[Any] = [len(sends)]
         for send in sends:
+            gather = self._gathered(send)
             if send.due is not None:
                 mode, entry = "timer", f"{send.queue}\n{send.body}"
             elif self.direct:
                 mode, entry = "push", send.body
             else:
-                mode, entry = "outbox", json.dumps(send.__dict__)
+                mode, entry = "outbox", json.dumps(send.entry())
             due = math.ceil(send.due * 1000) if send.due is not None else 0  # never moved early
+            if gather is not None:
+                mode, due = f"gather{'' if self.direct else '_outbox'}", self.retention_seconds
             args += [mode, due, send.tag, entry, int(send.tracked), send.queue]
+            if gather is not None:
+                args += [gather.member, gather.hold or self.retention_seconds]
         return args
 
     def run_fields(self, run_id: str) -> dict[str, str]:
@@ -302,6 +398,72 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         """Block up to `block_ms` for transcript records after `after` (`0` for all)."""
         reply = self._call(lambda: self.redis.xread({self.keys.steps(run_id): after}, block=block_ms))
         return [_entry(i, fields) for _, entries in (reply or []) for i, fields in entries]
+
+    def status_and_steps(self, run_id: str, after: str) -> tuple[str | None, list[StepEntry]]:
+        """The run's status (None for an unknown run), then its records after `after`: one round trip.
+
+        Read in that order, a record committed in between comes with the status it says (if any).
+        """
+
+        def read() -> list[Any]:
+            pipe = self.redis.pipeline(transaction=False)  # the run's keys share a slot
+            pipe.hget(self.keys.run(run_id), "status")
+            pipe.xrange(self.keys.steps(run_id), min="-" if after == "-" else f"({after}")
+            return pipe.execute()  # type: ignore[no-any-return]
+
+        status, entries = self._call(read)
+        return (str(status) if status else None), [_entry(i, fields) for i, fields in entries]
+
+    def watch(self, run_id: str) -> str | None:
+        """The run's status (None for an unknown run); unless it has settled (finished or paused),
+        count this client in as waiting for it: the commit that settles it wakes `wait_settle`."""
+        run_keys = [self.keys.run(run_id), self.keys.waiters(run_id)]
+        status = self._call(lambda: self._watch(keys=run_keys, args=[WATCH_SECONDS]))
+        return str(status) if status else None
+
+    def wait_settle(self, run_id: str, block_ms: int) -> str | None:
+        """Block up to `block_ms` for the run to settle, once `watch` counted this client in: the
+        status it settled at, or None (and this client is still counted in)."""
+        reply = self._call(lambda: self.redis.blpop([self.keys.settle(run_id)], timeout=block_ms / 1000))
+        return str(reply[1]) if reply else None
+
+    def settle_and_read(
+        self, run_id: str, block_ms: int
+    ) -> tuple[str | None, RunSnapshot | None, list[StepEntry]]:
+        """`wait_settle`, then `run_and_steps`, in one round trip: the reads wait in Redis behind the
+        blocked BLPOP, so they see the run as the commit that settles it left it (or as it is when
+        the block ends), and no round trip follows the commit."""
+
+        def read() -> list[Any]:
+            pipe = self.redis.pipeline(transaction=False)  # the run's keys share a slot
+            pipe.blpop([self.keys.settle(run_id)], timeout=block_ms / 1000)
+            self._read_run(pipe, run_id)
+            return pipe.execute()  # type: ignore[no-any-return]
+
+        woken, (meta, state), walked, entries = self._call(read)
+        found = _snapshot(meta, state, walked), [_entry(i, fields) for i, fields in entries]
+        return (str(woken[1]) if woken else None), *found
+
+    def unwatch(self, run_id: str) -> None:
+        """Count this client out of the run's waiters (it gave up before the run settled)."""
+        self._call(lambda: self.redis.decr(self.keys.waiters(run_id)))
+
+    def run_and_steps(self, run_id: str) -> tuple[RunSnapshot | None, list[StepEntry]]:
+        """The run's snapshot with its path (None for an unknown run) and its transcript: one round trip."""
+
+        def read() -> list[Any]:
+            pipe = self.redis.pipeline(transaction=False)  # the run's keys share a slot
+            self._read_run(pipe, run_id)
+            return pipe.execute()  # type: ignore[no-any-return]
+
+        (meta, state), walked, entries = self._call(read)
+        return _snapshot(meta, state, walked), [_entry(i, fields) for i, fields in entries]
+
+    def _read_run(self, pipe: Any, run_id: str) -> None:
+        """Queue the reads of the run's snapshot, state, path and transcript on `pipe`."""
+        pipe.hmget(self.keys.run(run_id), "snapshot", "state")
+        pipe.lrange(self.keys.path(run_id), 0, -1)
+        pipe.xrange(self.keys.steps(run_id))
 
     # -- messages ------------------------------------------------------------------------------------
 
@@ -378,8 +540,20 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         return self.index.count(status)
 
 
+def _snapshot(meta: str | None, state: str | None, walked: list[str]) -> RunSnapshot | None:
+    if meta is None:
+        return None
+    data = {**json.loads(meta), "state": json.loads(state or "{}"), "path": walked}
+    return RunSnapshot.model_validate(data)
+
+
 def _meta(snap: RunSnapshot) -> str:
     return snap.model_dump_json(exclude={"state", "path"})
+
+
+def _joined(meta: str, state: str | None) -> str:
+    """A stored snapshot (without state and path) and its state as one snapshot's JSON text."""
+    return f'{meta[:-1]},"state":{state or "{}"},"path":[]}}'
 
 
 def _deadline(progress: float | None) -> str:
@@ -402,4 +576,4 @@ def _timer_send(entry: str) -> Send:
 
 
 def _entry(stream_id: str, fields: dict[str, str]) -> StepEntry:
-    return StepEntry(stream_id, json.loads(fields.get("r", "{}")))
+    return StepEntry(stream_id, json.loads(fields.get("r", "{}")), fields.get("s"))

@@ -115,15 +115,16 @@ def check_foreach(spec: GraphSpec) -> list[Issue]:
                     location=f"{where}.as",
                 )
             )
-        if node.max_concurrency is not None and not node.parallel:
-            issues.append(
-                Issue(
-                    "bad_foreach",
-                    f"node '{name}': max_concurrency needs parallel: true",
-                    node=name,
-                    location=f"{where}.max_concurrency",
+        for option in ("max_concurrency", "batch_size"):
+            if getattr(node, option) is not None and not node.parallel:
+                issues.append(
+                    Issue(
+                        "bad_foreach",
+                        f"node '{name}': {option} needs parallel: true",
+                        node=name,
+                        location=f"{where}.{option}",
+                    )
                 )
-            )
     return issues
 
 

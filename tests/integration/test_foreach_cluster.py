@@ -22,7 +22,7 @@ from worker_procs import WorkerProcess
 from graphrunner import Graph, RunResult, engine, parse_graph
 from graphrunner.client import Client, RunHandle
 from graphrunner.cluster.runs.items import call_payload
-from graphrunner.cluster.transport.messages import ITEM_TASK, ItemMessage, StepMessage
+from graphrunner.cluster.transport.messages import ITEM_TASK, STEP_TASK, ItemMessage, StepMessage
 from graphrunner.cluster.transport.signing import Signer
 from graphrunner.cluster.worker.runtime import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
@@ -515,17 +515,97 @@ def test_items_whose_params_cannot_be_rendered_fail_and_the_rest_run(
 FLAKY = '{fn: "foreach_targets:flaky_once", args: {value: "${x}", folder: "FOLDER", fail_for: [1, 2]}}'
 
 
-@pytest.mark.parametrize("parallel", [True, False], ids=["parallel", "sequential"])
+@pytest.mark.parametrize(
+    ("parallel", "batch"),
+    [(True, ""), (True, "batch_size: 2"), (False, "")],
+    ids=["parallel", "parallel-batched", "sequential"],
+)
 def test_items_retried_after_a_backoff_longer_than_the_inline_wait(
-    cluster: Client, tmp_path: Path, parallel: bool
+    cluster: Client, tmp_path: Path, parallel: bool, batch: str
 ) -> None:
-    # a 1.5 s backoff is longer than the worker sleeps in a task: the item is sent again later
-    retry = "retry: {max_attempts: 3, initial: 1.5, jitter: 0}"
+    # a 1.5 s backoff is longer than the worker sleeps in a task: the item is sent again later (a
+    # batched one alone: items 1 and 2 retry, their batch-mates 0 and 3 run once)
+    retry = f"retry: {{max_attempts: 3, initial: 1.5, jitter: 0}}\n            {batch}"
     graph = foreach_graph(FLAKY.replace("FOLDER", str(tmp_path)), parallel=parallel, extra=retry)
     result = cluster.submit(graph, {"xs": [0, 1, 2, 3]}).wait(timeout=30)
     assert result.status == "completed", result.error
     assert result.state["out"] == [square(x) for x in range(4)]
     assert [len(lines(tmp_path / f"calls-{x}")) for x in range(4)] == [1, 2, 2, 1]
+
+
+# -- batches, and the join sent by the item that records a chunk's last item ------------------------------
+
+
+@pytest.mark.parametrize(("mode", "status"), [("continue", "completed_with_errors"), ("fail", "failed")])
+def test_batched_items_keep_their_own_results_and_failures(cluster: Client, mode: str, status: str) -> None:
+    graph = foreach_graph(FAIL_ON.replace("BAD", "[3, 7]"), error_mode=mode, extra="batch_size: 3")
+    result = cluster.submit(graph, {"xs": XS}).wait(timeout=30)
+    assert result.status == status, result.error
+    assert_agrees(result, graph.invoke_sync({"xs": XS}))  # in-process: the same, batch_size or not
+    if mode == "continue":  # items 3 and 7 failed, their batch-mates (2, 4, 5; 6, 8) did not
+        assert result.state["out"] == [square(x) for x in XS if x not in (3, 7)]
+        assert [e.error.index for e in result.errors] == [3, 7]
+    else:
+        assert result.error is not None and result.error.message.startswith("2 of 10 items failed")
+
+
+def queued(raw: str) -> tuple[str, list[Any]]:
+    """The task and the arguments of a message waiting on a queue."""
+    envelope = json.loads(raw)
+    return envelope["headers"]["task"], json.loads(base64.b64decode(envelope["body"]))[0]
+
+
+def test_the_join_is_sent_once_by_the_last_item_recorded_and_again_by_the_sweeper_when_lost(
+    private_redis: EmbeddedRedis, tmp_path: Path
+) -> None:
+    settings = replace(Settings.from_env(), stall_after=1, sweep_interval=3600).with_redis(private_redis.url)
+    client, runtime = (
+        Client(settings=settings),
+        WorkerRuntime(settings),
+    )  # no worker: this test takes the messages
+    try:
+        graph = foreach_graph(MARKED.replace("FOLDER", str(tmp_path)), extra="batch_size: 2")
+        run = client.submit(graph, {"xs": [0, 1, 2, 3, 4]})
+        queue, broker = settings.queue, client.store.redis  # type: ignore[attr-defined]
+        broker.delete(queue)  # the first step's message, taken here instead
+        assert runtime.executor.execute(StepMessage(run_id=run.id, step=0)).outcome == "suspended"
+        sent = [queued(raw) for raw in reversed(broker.lrange(queue, 0, -1))]  # in the order sent
+        broker.delete(queue)
+        assert {task for task, _ in sent} == {ITEM_TASK}  # the items only: no chord, no join yet
+        items = [ItemMessage.parse(args, {}) for _, args in sent]
+        assert [[m.index, *(b.index for b in m.batch)] for m in items] == [[0, 1], [2, 3], [4]]
+        # the last message first, then every message twice (redelivered): items [2, 3] complete it
+        for msg in (items[2], items[0], items[0], items[1], items[1], items[2]):
+            runtime.items.execute(msg, queue=queue, shadow="t:item")
+        [(task, args)] = [queued(raw) for raw in broker.lrange(queue, 0, -1)]
+        assert (task, args) == (STEP_TASK, [run.id, 0, 1])  # the join, sent once
+        broker.delete(queue)  # ... and lost: its worker died before sending it, say
+        time.sleep(1.5)  # no item recorded for longer than GRAPHRUNNER_STALL_AFTER
+        assert [(r.run_id, r.action) for r in client.sweep().repaired] == [(run.id, "resent_join")]
+        while raw := broker.rpop(queue):  # the join again, then the step after the foreach
+            task, args = queued(raw)
+            assert (
+                task == STEP_TASK
+                and runtime.executor.execute(StepMessage.parse(args, {})).outcome == "committed"
+            )
+        result = run.wait(timeout=10)
+        assert result.status == "completed", result.error
+        assert result.state["out"] == [square(x) for x in range(5)]
+        assert sorted(int(line.split()[0]) for line in lines(tmp_path / "calls")) == [
+            0,
+            0,
+            1,
+            1,
+            2,
+            2,
+            3,
+            3,
+            4,
+            4,
+        ]
+    finally:
+        runtime.close()
+        client.close()
 
 
 # -- 7. empty and one-item lists -----------------------------------------------------------------------

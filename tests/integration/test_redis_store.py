@@ -35,3 +35,23 @@ class TestRedisStore(RedisStoreContract):
         yield make
         for store in made:
             store.close()
+
+
+def test_a_join_reads_item_records_a_page_at_a_time_as_it_folds_them(private_redis: EmbeddedRedis) -> None:
+    store = RedisStore.from_url(private_redis.url)
+    try:
+        store.save_items("run-1", "t", [(i, {"ok": True, "result": i}) for i in range(2500)])
+
+        def pages_read() -> int:
+            stats = store.redis.info("commandstats")
+            return int(stats.get("cmdstat_hmget", {}).get("calls", 0))
+
+        before = pages_read()
+        records = store.item_records("run-1", "t", 2500)
+        assert pages_read() == before  # nothing is read before the first record is asked for
+        first_page = [next(records) for _ in range(1000)]
+        assert pages_read() == before + 1 and first_page[-1] == {"ok": True, "result": 999}
+        assert next(records) == {"ok": True, "result": 1000} and pages_read() == before + 2
+        assert len(list(records)) == 1499 and pages_read() == before + 3
+    finally:
+        store.close()

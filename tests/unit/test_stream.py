@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from graphrunner import load_graph, parse_graph
 from graphrunner.cli.progress import format_step
 from graphrunner.errors import GraphrunnerError, WaitTimeout
 from graphrunner.services.records import MAX_CARRIED_BYTES
+from graphrunner.store.base import StepEntry
 from graphrunner.streaming import RecordEvent, ResultEvent, StateEvent, StreamEvent
 
 CONFORMANCE = Path(__file__).parents[1] / "conformance"
@@ -86,6 +88,34 @@ def test_values_follow_a_run_step_by_step(mc: MemoryCluster) -> None:
     rest = list(events)
     assert [e.state for e in steps_of(rest)] == [{"trail": ["first", "second"]}] * 2
     assert isinstance(rest[-1], ResultEvent) and rest[-1].result.state == {"trail": ["first", "second"]}
+
+
+@pytest.mark.parametrize("said", [True, False], ids=["records-say", "older-records"])
+def test_a_follower_reads_the_status_only_when_the_records_do_not_say_it(
+    mc: MemoryCluster, monkeypatch: pytest.MonkeyPatch, said: bool
+) -> None:
+    """The records of the commit that ends a run say so: the follower read the run's status once,
+    at the start. An older graphrunner's records do not: a record that may have ended the run
+    (`end`) makes it read the status again."""
+    run_id = submit(mc, LINEAR)
+    reads: list[str] = []
+    status_and_steps, wait_steps = mc.store.status_and_steps, mc.store.wait_steps
+
+    def read(run: str, after: str) -> tuple[str | None, list[StepEntry]]:
+        reads.append(after)
+        return status_and_steps(run, after)
+
+    def blocked(run: str, after: str, block_ms: int) -> list[StepEntry]:
+        return [e if said else replace(e, status=None) for e in wait_steps(run, after, block_ms)]
+
+    monkeypatch.setattr(mc.store, "status_and_steps", read)
+    monkeypatch.setattr(mc.store, "wait_steps", blocked)
+    records = mc.client.run(run_id).follow(timeout=30)
+    mc.step()
+    assert next(records)["node"] == "first"
+    mc.drive()
+    assert [r["status"] for r in records] == ["ok", "end"]
+    assert len(reads) == (1 if said else 2)
 
 
 def test_values_of_a_finished_run_are_its_state_then_its_result(mc: MemoryCluster) -> None:

@@ -485,6 +485,14 @@ ERROR_CASES = [
         "parallel: true",
     ),
     Case(
+        "bad_foreach-batch_size-without-parallel",
+        "bad_foreach",
+        "each",
+        foreach(concurrency="batch_size: 4  # <-"),
+        "parallel: false",
+        "parallel: true",
+    ),
+    Case(
         "unknown_graph",
         "unknown_graph",
         "call",
@@ -631,6 +639,17 @@ def test_similar_graph_does_not_report_the_code(tmp_path: Path, child_graph: Pat
     assert case.code not in codes(report.errors)
     assert report.errors == []
     assert isinstance(graph, Graph)
+
+
+@pytest.mark.parametrize("value", ["0", "-3", '"4"', "2.5", "true", "1001"])
+def test_a_batch_size_that_is_not_a_count_of_items_names_the_node_and_the_field(
+    tmp_path: Path, value: str
+) -> None:
+    text = foreach(concurrency=f"batch_size: {value}  # <-").replace("parallel: false", "parallel: true")
+    _, report, _ = inspect(tmp_path, text)
+    [issue] = report.errors
+    assert (issue.code, issue.node, issue.line) == ("invalid_schema", "each", marked_line(text))
+    assert issue.message.startswith("node 'each': batch_size: ")
 
 
 def test_unknown_key_suggests_the_right_one(tmp_path: Path) -> None:

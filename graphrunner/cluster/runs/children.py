@@ -10,7 +10,7 @@ A child whose capabilities are not its parent's (a run that took its id) is neve
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from graphrunner import engine
@@ -18,7 +18,6 @@ from graphrunner.cluster.runs.graphs import GraphCache
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import ActionFailure, ChildOutcome, RunSnapshot, StepPlan
 from graphrunner.engine.failures import ParentLink, RunFailure
-from graphrunner.errors import GraphrunnerError
 from graphrunner.services.records import utcnow
 from graphrunner.store import Store
 from graphrunner.telemetry import propagation
@@ -97,30 +96,9 @@ def first_of(
     return first(graphs, graph, snap, plan, run_id, snap.phase, limit, label)
 
 
-def firsts(
-    graphs: GraphCache,
-    graph: CompiledGraph,
-    snap: RunSnapshot,
-    plan: StepPlan,
-    base: str,
-    keys: list[str],
-    limit: int | None,
-) -> dict[str, RunSnapshot | str]:
-    """Each child's first snapshot, or why it cannot start (its inputs fail, its graph refuses them)."""
-    firsts: dict[str, RunSnapshot | str] = {}
-    for key in keys:
-        run_id = f"{base}.{key}" if key else base
-        try:
-            firsts[key] = first_of(graphs, graph, snap, plan, run_id, key, limit)[1]
-        except (GraphrunnerError, ValueError) as exc:
-            firsts[key] = str(exc)
-    return firsts
-
-
-def end(store: Store, snap: RunSnapshot, run_id: str) -> ChildOutcome | None:
-    """How child `run_id` ended, or None while it runs (or is not created yet)."""
-    kid = store.load_run(run_id)
-    return None if kid is None else outcome_of(snap, kid)
+def ends(store: Store, snap: RunSnapshot, run_ids: Sequence[str]) -> list[ChildOutcome | None]:
+    """How each child run ended (None while it runs, or is not created yet), read in one round trip."""
+    return [None if kid is None else outcome_of(snap, kid) for kid in store.load_runs(run_ids)]
 
 
 def outcome_of(snap: RunSnapshot, child: RunSnapshot) -> ChildOutcome | None:
@@ -134,13 +112,13 @@ def outcome_of(snap: RunSnapshot, child: RunSnapshot) -> ChildOutcome | None:
     return ChildOutcome(child.status.value, dict(child.state), child.output, child.error)
 
 
-def completed_same(store: Store, snap: RunSnapshot, run_id: str, first: RunSnapshot | str) -> bool:
+def completed_same(store: Store, snap: RunSnapshot, run_id: str, first: RunSnapshot) -> bool:
     """True when `run_id`, a kid of an earlier attempt of this step, completed and would run the
     same graph with the same inputs now: it is kept instead of run again."""
     kid = store.load_run(run_id)
-    if kid is None or isinstance(first, str) or kid.parent is None or kid.parent.run_id != snap.run_id:
+    if kid is None or kid.parent is None or kid.parent.run_id != snap.run_id:
         return False
     if (kid.graph_hash, kid.inputs) != (first.graph_hash, first.inputs):
         return False
-    ended = end(store, snap, run_id)
+    ended = outcome_of(snap, kid)
     return ended is not None and ended.ok

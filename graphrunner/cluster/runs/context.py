@@ -16,7 +16,7 @@ from graphrunner.cluster.transport.messages import Outgoing
 from graphrunner.cluster.transport.publisher import Publisher
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import RunSnapshot, RunStatus
-from graphrunner.errors import ConfigurationError
+from graphrunner.errors import ConfigurationError, GraphrunnerError
 from graphrunner.services.records import AnyRecord
 from graphrunner.settings import CLUSTER_SCHEMES, SINGLE_REDIS, Settings
 from graphrunner.store import Created, Fence, RedisStore, Store
@@ -94,11 +94,25 @@ class Cluster:
     def create_run(self, snap: RunSnapshot, graph: CompiledGraph, fingerprint: str) -> Created:
         """Create the run with its first step's message (unless it waits for its concurrency
         key) and the sweeper's progress deadline, in one write; publish it when it was created."""
-        first = [self.publisher.step(snap, graph)] if snap.status is RunStatus.RUNNING else []
-        progress = self.deadline(snap)
-        created = self.store.create_run(snap, fingerprint, self.publisher.encode_all(first), progress)
-        if created.created:
-            self.publisher.flush(snap.run_id)
+        return self.create_runs([(snap, graph, fingerprint)])[0]
+
+    def create_runs(self, runs: Sequence[tuple[RunSnapshot, CompiledGraph, str]]) -> list[Created]:
+        """`create_run` of each (snapshot, graph, fingerprint), the writes in one round trip (child
+        runs); every one created is published before the first error of the broker is raised."""
+        batch = []
+        for snap, graph, fingerprint in runs:
+            first = [self.publisher.step(snap, graph)] if snap.status is RunStatus.RUNNING else []
+            batch.append((snap, fingerprint, self.publisher.encode_all(first), self.deadline(snap)))
+        created = self.store.create_runs(batch)
+        trouble: GraphrunnerError | None = None
+        for (snap, _, _), done in zip(runs, created, strict=True):
+            try:
+                if done.created:
+                    self.publisher.flush(snap.run_id)
+            except GraphrunnerError as exc:
+                trouble = trouble or exc
+        if trouble is not None:
+            raise trouble
         return created
 
     def deadline(self, snap: RunSnapshot) -> float | None:
@@ -112,8 +126,17 @@ class Cluster:
 
     def save_item(self, run_id: str, tag: str, index: int, record: ItemRecord) -> None:
         """Record item `index` of the foreach `tag`; the run has made progress."""
+        self.save_items(run_id, tag, [(index, record)])
+
+    def save_items(
+        self, run_id: str, tag: str, records: Sequence[tuple[int, ItemRecord]], upto: int = 0
+    ) -> bool:
+        """Record items of the foreach `tag` in one write; the run has made progress. True when one
+        of them was the `upto`-th record (the last its chunk in flight waited for): the caller
+        sends the join, and no other save of the chunk does."""
         progress = time.time() + self.settings.stall_after
-        self.store.save_item(run_id, tag, index, record.model_dump(), progress=progress)
+        dumped = [(index, record.model_dump()) for index, record in records]
+        return self.store.save_items(run_id, tag, dumped, progress=progress, upto=upto).completed
 
     def close(self) -> None:
         """Release the connections."""

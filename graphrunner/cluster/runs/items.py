@@ -2,29 +2,40 @@
 
 The call an item message carries (`call_payload`, read back by `call_from`) is the form the
 worker that derives it signs (`transport/signing.py`). An item's outcome is stored as an
-`ItemRecord` under its index until the foreach collects it (`Cluster.save_item`, the store's
-`load_items`), by the item task or by a step that runs items one at a time.
+`ItemRecord` under its index until the foreach collects it, by the item task or by a step that
+runs items one at a time (`Cluster.save_items`); the join folds the records, read a page at a
+time in item order, into the foreach's outcome and its items' times (`fold_records`).
 """
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Iterable, Sequence
+from dataclasses import fields
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, PlainValidator, model_serializer
 
-from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome, ItemOutcome
+from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome, ItemOutcome, ItemsFold
 from graphrunner.model import RetryPolicy
-from graphrunner.services.timings import ItemTime, ItemTimes
+from graphrunner.services.timings import ItemTimes, TimesFold
 
 
 def call_payload(call: ActionCall) -> dict[str, Any]:
-    """An `ActionCall` as JSON for an item message (the signed wire form: `call_from` reads it)."""
-    data = asdict(call)
-    data["retry"] = [p.model_dump(mode="json") for p in call.retry]
+    """An `ActionCall` as JSON for an item message (the signed wire form: `call_from` reads it).
+
+    Shallow: the call's values are the item's own (its params rendered for it), and its retry
+    policies, the node's, are dumped once per node, not once per item."""
+    data = {f.name: getattr(call, f.name) for f in fields(call)}
+    data["retry"] = _policies(call.retry)
     return data
+
+
+@functools.lru_cache(maxsize=256)
+def _policies(retry: tuple[RetryPolicy, ...]) -> list[dict[str, Any]]:
+    """Retry policies as item messages carry them (read only: shared by the items of a node)."""
+    return [p.model_dump(mode="json") for p in retry]
 
 
 def call_from(payload: dict[str, Any]) -> ActionCall:
@@ -76,12 +87,6 @@ class ItemRecord(BaseModel):
             update={"at": int(began * 1000), "ms": round((now - began) * 1000, 3), "worker": worker}
         )
 
-    def outcome(self) -> ActionOutcome:
-        """The item's outcome (a failed record without its error fails as `permanent`)."""
-        if self.ok:
-            return ActionOutcome(self.result, attempts=self.attempts, cache_hit=self.cache_hit)
-        return ActionOutcome(failure=_failure(self.error), attempts=self.attempts)
-
 
 def record_of(outcome: ActionOutcome) -> ItemRecord:
     """What is stored for one item."""
@@ -100,27 +105,36 @@ def failed_record(failure: ActionFailure) -> ItemRecord:
     return record_of(ActionOutcome(failure=failure))
 
 
-def stored(records: Sequence[dict[str, Any] | None]) -> list[ItemRecord | None]:
-    """The items' stored records as the store's `load_items` returns them, each read once."""
-    return [None if raw is None else ItemRecord.model_validate(raw) for raw in records]
-
-
-def item_times(records: Sequence[ItemRecord | None]) -> ItemTimes:
-    """The timing of a foreach's items, from their records in item order (a missing one failed)."""
-    return ItemTimes.of(
-        [
-            ItemTime(i=i, ok=False)
-            if r is None
-            else ItemTime(i=i, at=r.at, ms=r.ms, ok=r.ok, worker=r.worker)
-            for i, r in enumerate(records)
-        ]
-    )
+def fold_records(
+    records: Iterable[dict[str, Any] | None], items: Sequence[Any]
+) -> tuple[ItemsFold, ItemTimes]:
+    """A foreach's outcome and its items' times from the stored records of its items, in item order
+    (as the store's `item_records` reads them, a page at a time), in one pass: no record nor outcome
+    outlives its turn, but the results and the failures the outcome keeps."""
+    fold, times = ItemsFold(), TimesFold()
+    for index, record in enumerate(records):
+        fold.add(index, items[index], _read(index, record))
+        if record is None:
+            times.add(index, ok=False)
+        else:
+            at, ms, worker = record.get("at", 0), record.get("ms"), record.get("worker", "")
+            times.add(index, at, ms, bool(record.get("ok")), worker)
+    return fold, times.summary()
 
 
 def outcome_of(index: int, item: Any, record: ItemRecord | dict[str, Any] | None) -> ItemOutcome:
     """An item's outcome from its record (read, or as the store's `load_items` returns it)."""
+    read = record.model_dump() if isinstance(record, ItemRecord) else record
+    return ItemOutcome(index, item, _read(index, read))
+
+
+def _read(index: int, record: dict[str, Any] | None) -> ActionOutcome:
+    """Item `index`'s outcome from its stored record, read without building its `ItemRecord` (a
+    missing record is a failure; a failed one without its error fails as `permanent`)."""
     if record is None:
         failure = ActionFailure("permanent", f"item {index}: its result is missing", "MissingItemResult")
-        return ItemOutcome(index, item, ActionOutcome(failure=failure))
-    read = record if isinstance(record, ItemRecord) else ItemRecord.model_validate(record)
-    return ItemOutcome(index, item, read.outcome())
+        return ActionOutcome(failure=failure)
+    attempts = int(record.get("attempts", 1))
+    if record.get("ok"):
+        return ActionOutcome(record.get("result"), attempts=attempts, cache_hit=bool(record.get("cache_hit")))
+    return ActionOutcome(failure=_failure(record.get("error")), attempts=attempts)

@@ -25,7 +25,7 @@ from typing import Any
 from graphrunner import engine
 from graphrunner.cluster.runs import operations
 from graphrunner.cluster.runs.context import Cluster
-from graphrunner.cluster.runs.items import item_times, outcome_of, stored
+from graphrunner.cluster.runs.items import fold_records
 from graphrunner.cluster.steps import redeliveries
 from graphrunner.cluster.steps.decisions import Checkpoint, Collect, Complete, Decision, Idle, Poll, Suspend
 from graphrunner.cluster.steps.redeliveries import infrastructure
@@ -268,14 +268,15 @@ class StepExecutor:
         return "committed"
 
     async def _collect(self, step: Step, collect: Collect, started: tuple[str, float]) -> str:
-        """Complete a foreach with its recorded items, in item order; once committed, they go."""
+        """Complete a foreach with its recorded items, folded in item order a page at a time (never
+        all of them held at once); once committed, they go."""
         snap, plan = step.snap, step.plan
         assert plan.items is not None
         if collect.item is not None:
             self.cluster.save_item(snap.run_id, collect.tag, *collect.item)
-        records = stored(self.store.load_items(snap.run_id, collect.tag, collect.count))
-        items = tuple(outcome_of(i, plan.items[i], r) for i, r in enumerate(records))
-        timed = Complete(ForeachOutcome(items), collect.hook_round, times=item_times(records))
+        records = self.store.item_records(snap.run_id, collect.tag, collect.count)
+        fold, times = fold_records(records, plan.items)
+        timed = Complete(ForeachOutcome(folded=fold), collect.hook_round, times=times)
         done = await self._finish(step, timed, started)
         if done == "committed":
             self.store.drop_items(snap.run_id, collect.tag)

@@ -2,19 +2,24 @@
 
 An item message carries its call, signed by the worker that derived it from the run's pinned
 graph and state (`signing.py`): a message whose signature does not verify is refused (dead-
-lettered) unrun, and a verified call is checked against the run's capabilities again here.
+lettered) unrun, and a verified call is checked against the run's capabilities again here. A
+batched message (a node's `batch_size`) carries several items, each run, retried and recorded
+on its own: one failing does not fail its batch-mates.
 
-An item task never fails its chord: it records an `ItemRecord` in Redis under its index (the
-first record of an index wins, so a redelivered item is counted once) and returns nothing, so
-Celery's chord only counts it. An item that must wait (a retry backoff over `INLINE_WAIT`, a
-durable sleep) returns without a record; its next attempt is sent as a durable timer, outside
-the chord, and the join waits for its record.
+An item task never raises for its item's sake: it records an `ItemRecord` in Redis under its
+index (the first record of an index wins, so a redelivered item is counted once). The save that
+records the last item the step's chunk waits for (the hash reaches the message's `upto`: only
+a new record grows it, so this happens once) sends the step's join; the sweeper sends it again
+if this worker dies in between. An item that must wait (a retry backoff over `INLINE_WAIT`, a
+durable sleep) returns without a record; its next attempt is sent as a durable timer, and its
+record, when it comes, may be the one that completes the chunk.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from graphrunner.cluster.runs.items import ItemRecord, call_from, failed_record, record_of
@@ -70,7 +75,8 @@ class ItemRunner:
         queue: str | None = None,
         shadow: str | None = None,
     ) -> None:
-        """Run the item and record its outcome; a wait sends it again as a durable timer.
+        """Run the item (each item of a batch) and record its outcome; a wait sends it again as
+        a durable timer; the item that completes the step's chunk sends the step's join.
 
         Items of a run that is no longer running (cancelled, failed) are skipped: nothing
         runs, nothing is recorded. `redelivered`: counted, and past `max_redeliveries` (its
@@ -89,7 +95,7 @@ class ItemRunner:
         except Exception as exc:
             if infrastructure(exc):
                 raise
-            self._unexpected(msg, exc)
+            self._unexpected(msg, exc, queue)
 
     async def _execute(self, msg: ItemMessage, redelivered: bool, queue: str, shadow: str) -> None:
         if not self.publisher.signer.verify(msg):
@@ -97,22 +103,40 @@ class ItemRunner:
             return
         if self._status(msg.run_id) != "running":
             return
-        if redelivered and self._poisoned(msg):
-            return
-        call = call_from(msg.call)
-        refused = denied(self._capabilities(msg.run_id), call)
-        if refused is not None:
-            self.save(msg, failed_record(refused))
-            return
-        await self._dispatch(msg, call, queue, shadow)
+        records: list[tuple[int, ItemRecord]] = []
+        for one in msg.each():
+            record = await self._run(one, redelivered, queue, shadow)
+            if record is not None:
+                records.append((one.index, record))
+        self.save(msg, records, queue)
 
-    def _unexpected(self, msg: ItemMessage, exc: Exception) -> None:
-        """An exception no item should raise (a bug, a broken library): the item fails, naming it."""
+    async def _run(self, msg: ItemMessage, redelivered: bool, queue: str, shadow: str) -> ItemRecord | None:
+        """Run one item: its record, or None when it goes on later (sent as a durable timer). An
+        unexpected exception fails this item only (naming it); Redis or broker trouble is raised."""
+        try:
+            if redelivered:
+                poisoned = self._poisoned(msg)
+                if poisoned is not None:
+                    return poisoned
+            call = call_from(msg.call)
+            refused = denied(self._capabilities(msg.run_id), call)
+            if refused is not None:
+                return failed_record(refused)
+            return await self._dispatch(msg, call, queue, shadow)
+        except Exception as exc:
+            if infrastructure(exc):
+                raise
+            return failed_record(_raised(msg, exc))
+
+    def _unexpected(self, msg: ItemMessage, exc: Exception, queue: str) -> None:
+        """An exception no item should raise (a bug, a broken library): its items fail, naming it."""
         failure = _raised(msg, exc)
         if self._status(msg.run_id) == "running":
-            self.save(msg, failed_record(failure))
+            self.save(msg, [(one.index, failed_record(failure)) for one in msg.each()], queue)
 
-    async def _dispatch(self, msg: ItemMessage, call: ActionCall, queue: str, shadow: str) -> None:
+    async def _dispatch(
+        self, msg: ItemMessage, call: ActionCall, queue: str, shadow: str
+    ) -> ItemRecord | None:
         context = ToolContext(msg.run_id, msg.graph_id, call.node, msg.step, item_index=msg.index)
         began, worker = time.time(), worker_name()
         with spans.item(msg, call.node, worker) as traced:
@@ -126,13 +150,17 @@ class ItemRunner:
                 traced.ended(outcome.failure)
         if isinstance(outcome, Deferred):
             self.publisher.send(msg.run_id, [self._later(msg, outcome, queue, shadow)])
-            return
+            return None
         metrics.item_done(msg.graph_id, call.node, "ok" if outcome.ok else "error", time.time() - began)
-        self.save(msg, record_of(outcome).timed(began, worker))
+        return record_of(outcome).timed(began, worker)
 
-    def save(self, msg: ItemMessage, record: ItemRecord) -> None:
-        """Record the item's outcome (its run makes progress)."""
-        self.cluster.save_item(msg.run_id, msg.tag, msg.index, record)
+    def save(self, msg: ItemMessage, records: Sequence[tuple[int, ItemRecord]], queue: str) -> None:
+        """Record the items' outcomes in one write (their run makes progress); when one of them is
+        the last record the step's chunk waits for, send the step's join (to `queue`)."""
+        if records and self.cluster.save_items(msg.run_id, msg.tag, records, msg.upto):
+            node = str(msg.call.get("node", ""))
+            join = self.publisher.join(msg.run_id, msg.step - 1, msg.phase, queue, f"{msg.graph_id}:{node}")
+            self.publisher.send(msg.run_id, [join])
 
     def _later(self, msg: ItemMessage, deferred: Deferred, queue: str, shadow: str) -> Outgoing:
         """The item message that goes on after `deferred`'s wait, as a durable timer."""
@@ -148,7 +176,7 @@ class ItemRunner:
             f"foreach item message for run {msg.run_id} (item {msg.index}) does not carry a valid "
             "signature under the cluster's key: forged or altered, not run"
         )
-        guard.refuse(reason, task=ITEM_TASK, queue=queue, body=[[msg.model_dump()], {}])
+        guard.refuse(reason, task=ITEM_TASK, queue=queue, body=[[msg.model_dump()], {}], store=self.store)
 
     def _capabilities(self, run_id: str) -> tuple[str, ...]:
         granted = self._grants.get(run_id)
@@ -169,11 +197,11 @@ class ItemRunner:
             seen = self._statuses[run_id] = (now, self.store.status_of(run_id))
         return seen[1]
 
-    def _poisoned(self, msg: ItemMessage) -> bool:
-        """Count a redelivery of the item `msg`; past the cap, record it failed (True)."""
+    def _poisoned(self, msg: ItemMessage) -> ItemRecord | None:
+        """Count a redelivery of the item `msg`; past the cap, its failed record (not run again)."""
         counted = redeliveries.of_item(self.store, msg, self.max_redeliveries)
         if not counted.poison:
-            return False
+            return None
         failure = ActionFailure(
             "permanent",
             f"item {msg.index} was redelivered {counted.count} times without finishing (its task "
@@ -181,8 +209,7 @@ class ItemRunner:
             f"(GRAPHRUNNER_MAX_REDELIVERIES={counted.limit})",
             "PoisonMessage",
         )
-        self.save(msg, failed_record(failure))
-        return True
+        return failed_record(failure)
 
 
 def _raised(msg: ItemMessage, exc: Exception) -> ActionFailure:

@@ -65,10 +65,12 @@ def refuse(
     body: Any,
     headers: Any = None,
     cause: str = "bad_message",
+    store: Store | None = None,
 ) -> None:
-    """Count and keep a refused message, and log it once; never raises. `cause` is the bounded
-    metric label (bad_message, bad_envelope, not_json, not_a_task, unknown_task, invalid_task,
-    undecodable); `reason` says what was wrong."""
+    """Count and keep a refused message (in `store`, else the worker's), and log it once; never
+    raises. `cause` is the bounded metric label (bad_message, bad_envelope, not_json, not_a_task,
+    unknown_task, invalid_task, undecodable); `reason` says what was wrong. A task refusing its
+    message passes its store: a prefork pool process forked before the worker set its own."""
     metrics.dead_lettered(cause)
     text = body if isinstance(body, str) else _text(body)
     letter = DeadLetter(
@@ -80,9 +82,10 @@ def refuse(
         headers=headers if isinstance(headers, dict) else {},
     )
     total = None
+    sink = store if store is not None else (SINK[-1] if SINK else None)
     try:
-        if SINK:
-            total = SINK[-1].dead_letter(letter)
+        if sink is not None:
+            total = sink.dead_letter(letter)
     except Exception as exc:  # the store is away: the log line is all that is left
         log.error("could not keep a dead letter (%s)", exc)
     log.error("refused a message on queue %s (task %s): %s [dead letters: %s]", queue, task, reason, total)
@@ -212,19 +215,27 @@ def _header(raw: Any, name: str) -> Any:
 
 
 def message_problem(task: str, message: Any) -> str | None:
-    """Why `message` is not a graphrunner step or item message (None: it is)."""
+    """Why `message` is not a graphrunner step or item message (None: it is).
+
+    The body is decoded once, by kombu (`message.decode()` keeps what Celery's strategy reads
+    next). An item message's one mapping is validated by its task, once, where it is used (the
+    task refuses it as this would); here only its shape is checked.
+    """
     if message.content_type != "application/json":
         return f"content type {message.content_type!r:.60} (graphrunner's tasks take application/json only)"
     try:
-        body = json.loads(message.body)
-    except (ValueError, TypeError, RecursionError) as exc:
+        body = message.decode()
+    except Exception as exc:  # kombu's DecodeError, or anything its JSON decoder raised
         return f"the body is not JSON: {exc}"
     if not (
         isinstance(body, list) and len(body) == 3 and isinstance(body[1], dict) and isinstance(body[2], dict)
     ):
         return "the body is not Celery's [args, kwargs, embed]"
     try:
-        (StepMessage if task == STEP_TASK else ItemMessage).parse(body[0], body[1])
+        if task == STEP_TASK:
+            StepMessage.parse(body[0], body[1])
+        else:
+            ItemMessage.shape(body[0], body[1])
     except BadMessage as exc:
         return str(exc)
     return None

@@ -13,11 +13,13 @@ write as the change it follows (a transactional outbox):
 A worker that dies between commit and publish leaves the message in the outbox, where the
 sweeper finds it and publishes it again. Durable timers (retry backoffs, durable sleeps,
 polls) are sent the same way with a due time; `pump` moves the due ones onto their queues.
-Foreach items are Celery chords, published by Celery.
+Foreach items are sent after the commit that suspends their step (`fan_out`), outside any
+outbox: the sweeper sends the items of a chunk again when they do not come back.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -33,12 +35,13 @@ from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import ParentLink, RunSnapshot
 from graphrunner.errors import BrokerUnavailable
 from graphrunner.settings import Settings
-from graphrunner.store import Send, Store
+from graphrunner.store import Gather, Send, Store
 from graphrunner.store.memory_store import MemoryStore
 
 if TYPE_CHECKING:
     from celery import Celery
 
+FAN_OUT_SLICE = 50  # foreach item messages encoded and pushed at a time (about 2.5 KB each)
 PUBLISH_RETRY = {"max_retries": 10, "interval_start": 0.1, "interval_step": 0.5, "interval_max": 3}
 
 
@@ -119,7 +122,9 @@ class Publisher:
 
     def wake(self, parent: ParentLink, child: str = "") -> Outgoing:
         """The message that wakes the parent's step `parent` whose child `child` has finished
-        (named, so a parent waiting on many kids looks at that one only).
+        (named, so a parent waiting on many kids looks at that one only), gathered: `child` joins
+        the step's ended set and the message goes only when no wake-up of the step is pending
+        (`store.Gather`), so kids that end close together wake their parent once.
 
         Flower shows it as `graph:node:child-finished`: one name per node, never one per run
         (a parent recorded before the names were kept shows as `child-finished`).
@@ -128,7 +133,18 @@ class Publisher:
         if child:
             args = (*args, child)
         where = f"{parent.graph_id}:{parent.node or ''}:" if parent.graph_id else ""
-        return Outgoing(task=STEP_TASK, args=args, queue=self.settings.queue, shadow=f"{where}child-finished")
+        return Outgoing(
+            task=STEP_TASK,
+            args=args,
+            queue=self.settings.queue,
+            shadow=f"{where}child-finished",
+            gather=(parent.run_id, parent.step, child, self.settings.stall_after),
+        )
+
+    def join(self, run_id: str, step: int, phase: int, queue: str, shadow: str) -> Outgoing:
+        """The message that goes on with the step after `step` steps of run `run_id`, suspended at
+        `phase` (a foreach chunk's join, sent by the item task that recorded its last item)."""
+        return Outgoing(task=STEP_TASK, args=(run_id, step, phase), queue=queue, shadow=shadow)
 
     def item(self, payload: dict[str, Any], queue: str, shadow: str, due: float | None = None) -> Outgoing:
         """The message of one foreach item, signed (sent again later: a retry or a durable sleep)."""
@@ -142,7 +158,8 @@ class Publisher:
             tag, body = self.envelope.encode(out)
         else:
             tag, body = str(uuid.uuid4()), out.model_dump_json()
-        return Send(out.queue, body, tag, due=out.due, tracked=out.tracked)
+        gather = Gather(*out.gather) if out.gather is not None else None
+        return Send(out.queue, body, tag, due=out.due, tracked=out.tracked, gather=gather)
 
     def encode_all(self, outs: Iterable[Outgoing]) -> list[Send]:
         """`encode` each message."""
@@ -222,24 +239,34 @@ class Publisher:
         for run_id in runs:
             self.flush(run_id)  # raises when the broker is away: the rest wait in their outboxes
 
-    def fan_out(self, join: Outgoing, items: Sequence[Outgoing]) -> None:
-        """Send foreach item messages as a Celery chord whose body is `join` (the step's join)."""
-        from celery import chord
+    def fan_out(self, items: Iterable[Outgoing]) -> int:
+        """Send foreach item messages now, `FAN_OUT_SLICE` at a time (never all of a chunk encoded at
+        once): onto a Redis broker's queues with one push per queue and slice, else published by
+        Celery over one producer; how many were sent."""
+        sent, pending = 0, iter(items)
+        while part := list(itertools.islice(pending, FAN_OUT_SLICE)):
+            if self.broker is not None:
+                queues: dict[str, list[str]] = {}
+                for out in part:
+                    queues.setdefault(out.queue, []).append(self.encode(out).body)
+                for queue, bodies in queues.items():
+                    self.broker.push_many(queue, bodies)
+            else:
+                self._publish_all(part)
+            sent += len(part)
+        return sent
 
+    def _publish_all(self, outs: Sequence[Outgoing]) -> None:
+        """Publish `outs` through Celery over one producer (a broker that is not Redis)."""
         app = self.app
-        body = self._signature(app, join, stamped=False)  # sent when the items are done, not now
-        parts = [self._signature(app, item) for item in items]
-        if len(parts) >= 2:
-            chord(parts, body, app=app).apply_async()
-        elif parts:
-            parts[0].apply_async(link=body)
-        else:
-            body.apply_async()
+        with app.producer_or_acquire() as producer:
+            for out in outs:
+                self._signature(app, out).apply_async(producer=producer)
 
     @staticmethod
-    def _signature(app: Celery, out: Outgoing, stamped: bool = True) -> Any:
-        """`out` as a Celery signature; `stamped`: with the `gr_sent` header of a message sent now."""
-        headers = {SENT_HEADER: int(time.time() * 1000)} if stamped else None
+    def _signature(app: Celery, out: Outgoing) -> Any:
+        """`out` as a Celery signature, with the `gr_sent` header of a message sent now."""
+        headers = {SENT_HEADER: int(time.time() * 1000)}
         return app.signature(
             out.task,
             args=list(out.args),

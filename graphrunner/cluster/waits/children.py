@@ -3,10 +3,16 @@
 One concept: a step that runs graphs starts a *set of child runs*, each a run of its own linked
 both ways (the child's `parent` names the step and phase that wait for it; the step's id prefix
 is in the parent's `children`), and is suspended on them. No worker waits: each child's last
-commit sends the message that wakes the parent's step, naming the child, and the step looks
-at that child alone, starts more, and completes the node once every child has ended (the
-engine projects a subgraph's state back, merges branches in declaration order, or collects
-items in item order).
+commit adds the child to its parent step's *ended set* and sends the message that wakes the
+step, unless a wake-up is pending or being handled (a flag beside the set: `store.Gather`), so
+kids that end close together wake their parent once. The step takes in every child of the set
+at once (one read of the set, one of their statuses), starts more, and after its commit lets go:
+the kids it counted leave the set, the flag is cleared, and when kids ended meanwhile (they
+sent nothing) the step sends itself another wake-up. It completes the node once every child
+has ended, reading the children's ends then, a page at a time (the engine projects a subgraph's
+state back, merges branches in declaration order, or collects items in item order). Where a
+child's commit cannot reach its parent's keys (a Redis Cluster), each wake-up names its child
+and the step looks at that one; a subgraph's one child is read when it wakes its parent.
 
 - A subgraph node is a set of one, not keyed (kind `child`): its child is `<run>.<step>`, or
   `<run>.<step>.<phase>` when the step runs its subgraph again.
@@ -15,9 +21,14 @@ items in item order).
   step ran before (`.r<n>`). A foreach keeps at most its window in flight (a thousand items are
   never a thousand runs at once) and the kids started as the window moves carry later phases,
   so their wake-ups may come from a phase the parent has left (they may take the step over).
-  When the step runs again (a resume, an error hook's retry), the kids that completed are kept.
+  A kid's first snapshot is made once, when the window reaches it: an item that cannot start
+  (its inputs fail) is a failed item then. When the step runs again (a resume, an error hook's
+  retry), the kids that completed with the same inputs are kept.
 - A failing branch (fail_fast) or a foreach past its tolerance cancels the kids still open;
-  every commit is fenced, so a wake-up that lost the race changes nothing (and looks again).
+  every commit is fenced, so a wake-up that lost the race changes nothing (and sends another,
+  gathered: what it took in is still in the set for the next).
+- The parent's record holds the window (the open kids' keys), never the items' results: those
+  stay in the kids' records until the node completes, and are read then, a page at a time.
 - A child whose capabilities are not its parent's (a run that took its id) is never trusted.
 
 The child runs themselves (ids, first snapshots, how one ended) are `cluster/runs/children.py`.
@@ -27,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from graphrunner import engine
@@ -44,12 +56,13 @@ from graphrunner.engine import (
     ItemOutcome,
     Outcome,
     ParallelOutcome,
+    ParentLink,
     RunSnapshot,
-    RunStatus,
     StepPlan,
     Wait,
 )
 from graphrunner.engine.failures import RunFailure
+from graphrunner.engine.outcomes import FINISHED_OK
 from graphrunner.engine.snapshot import FINISHED
 from graphrunner.engine.stepping import foreach_fails
 from graphrunner.errors import CancelError, GraphrunnerError, RunNotFound
@@ -66,14 +79,39 @@ CANCELLED = ChildOutcome(
     "cancelled", error=RunFailure(type="cancelled", message="cancelled: the node stopped waiting")
 )
 CHILD_CHECKS = 10  # a parent waiting on child runs is looked at every CHILD_CHECKS x stall_after
+PAGE = 500  # ended child runs read per round trip (a node's results, when it completes)
+CREATE_PAGE = 100  # child runs created per round trip: the first ones start while the rest are made
+
+
+Firsts = dict[str, tuple[CompiledGraph, RunSnapshot]]  # by key: the child graph and first snapshot
+
+
+@dataclass(frozen=True)
+class KidsIdle(Idle):
+    """Nothing to commit: no kid the wake-up told of has ended; `taken`, strays (kids counted
+    before, or of an earlier attempt) that leave the step's ended set."""
+
+    taken: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class KidsSuspend(Suspend):
+    """A suspension on child runs: `first`, the step's first (its ended set starts empty); `taken`,
+    the ended children (run ids) the commit counts, which then leave the step's ended set; `firsts`,
+    the kids to create, made while deciding (each linked to the suspension that waits for it)."""
+
+    first: bool = False
+    taken: tuple[str, ...] = ()
+    firsts: Firsts = field(default_factory=dict)
 
 
 class ChildrenWait(Wait):
     """The step waits on its child runs, whose ids start with `child`.
 
-    `open` are running; keys `[0, upto)` of `total` have been started, and `bad` lists those
-    that could not start (position, message); `failed` counts the children that failed; `kept`
-    are the keys whose child completed in an earlier attempt of the step (ids under `prior`).
+    `open` are running; keys `[0, upto)` of `total` have been reached (started, kept, or found
+    unable to start: `bad`, position and message); `failed` counts the children that failed;
+    `kept` are the keys whose child completed in an earlier attempt of the step (ids under
+    `prior`).
     """
 
     KEYED: ClassVar[bool] = True
@@ -150,47 +188,50 @@ class Children(WaitKind[ChildrenWait]):
             return Complete(_all_failed(step, keys, ChildOutcome("failed", error=error)), hook_round)
         model = ChildWait if plan.kind == "subgraph" else KidsWait
         base = child_runs.base_id(snap, plan.step)
-        firsts = child_runs.firsts(
-            ctx.graphs, graph, snap, step.plan, base, keys, ctx.services.max_state_bytes
-        )
-        bad = tuple((keys.index(k), f) for k, f in firsts.items() if isinstance(f, str))
-        wait = model(hook_round=hook_round, child=base, open=(), total=len(keys), upto=0, bad=bad)
+        empty: ChildrenWait = model(hook_round=hook_round, child=base, open=(), total=len(keys), upto=0)
         if prior and model.KEYED:
-            wait = wait.but(prior=prior)
-            kept = tuple(
-                k
-                for k, f in firsts.items()
-                if child_runs.completed_same(ctx.store, snap, wait.run_of(k, earlier=True), f)
-            )
-            wait = wait.but(kept=kept)
-        opened, upto = _refill(keys, wait, _window(step, keys, ctx.chunk))
-        wait = wait.but(open=opened, upto=upto, failed=len(bad))
-        if not opened or _gives_up(step, len(bad), len(keys)):
+            empty = empty.but(prior=prior)
+        wait, firsts = _walk(ctx, step, empty, keys, _window(step, keys, ctx.chunk))
+        if not wait.open or _gives_up(step, wait.failed, len(keys)):
             return Complete(_outcome(step, wait, _loaded(ctx.store, snap, wait, keys)), hook_round)
-        return Suspend(wait, changes={"children": (*snap.children, base)}, kids=opened)
+        changes = {"children": (*snap.children, base)}
+        return KidsSuspend(wait, changes=changes, kids=wait.open, first=True, firsts=firsts)
 
     async def join(self, ctx: Context, step: Step, wait: ChildrenWait, woken_by: str) -> Decision:
-        """A child has woken its parent: start more, or complete the node once every child is done.
+        """Kids have woken their parent: take in every one that ended, start more, or complete the
+        node once every child is done.
 
-        A wake-up that names its child (`woken_by`) looks at that child alone, so N children cost
-        N loads; one that does not (the sweeper's, a lost race's) reads every open child's status.
+        The ended set (and the child a wake-up names) says which kids ended, and one read of
+        their statuses whether they failed (a wake-up that names no child, the sweeper's, reads
+        every open child's status): nothing else of a kid is read until the node completes, when
+        every kid's end is read, a page at a time, to make the node's outcome.
         """
         store, snap = ctx.store, step.snap
-        named = wait.key_of(woken_by)
-        candidates = ([named] if named in wait.open else []) if named is not None else _finished(store, wait)
-        ends = {key: child_runs.end(store, snap, wait.run_of(key)) for key in candidates}
-        done = {k: e for k, e in ends.items() if e is not None}
-        if not done:
-            return Idle()  # a stray or repeated wake-up: the open children wake the parent again
+        if not wait.KEYED:  # a subgraph's one child: read it, and done once it has ended
+            [end] = child_runs.ends(store, snap, [wait.child])
+            return KidsIdle() if end is None else Complete(_outcome(step, wait, {"": end}), wait.hook_round)
+        ended = store.ended(snap.run_id, snap.step)
+        open_keys = set(wait.open)
+        keys_ended = {m: wait.key_of(m) for m in ended}
+        named = wait.key_of(woken_by) if woken_by else None
+        candidates = [
+            k for k in dict.fromkeys((*keys_ended.values(), named)) if k is not None and k in open_keys
+        ]
+        statuses = _statuses(store, wait, wait.open if not woken_by else candidates)
+        done = {k: status for k, status in statuses.items() if status in ENDED}
+        taken = tuple(m for m, k in keys_ended.items() if k is None or k not in open_keys or k in done)
+        if not done:  # a stray or repeated wake-up: the open children wake the parent again
+            return KidsIdle(taken)  # strays, if any, leave the set
         still = tuple(k for k in wait.open if k not in done)
-        failed = wait.failed + sum(not e.ok for e in done.values())
+        failed = wait.failed + sum(status not in FINISHED_OK for status in done.values())
         keys = keys_of(step.plan)
         if _gives_up(step, failed, wait.total):
-            return Complete(_outcome(step, wait, _loaded(store, snap, wait, keys, done)), wait.hook_round)
-        fresh, upto = _refill(keys, wait, _window(step, keys, ctx.chunk) - len(still))
-        if not still and not fresh:
-            return Complete(_outcome(step, wait, _loaded(store, snap, wait, keys, done)), wait.hook_round)
-        return Suspend(wait.but(open=(*still, *fresh), upto=upto, failed=failed), kids=fresh)
+            return Complete(_outcome(step, wait, _loaded(store, snap, wait, keys)), wait.hook_round)
+        room = _window(step, keys, ctx.chunk) - len(still)
+        moved, firsts = _walk(ctx, step, wait.but(open=still, failed=failed), keys, room)
+        if not moved.open or _gives_up(step, moved.failed, wait.total):
+            return Complete(_outcome(step, moved, _loaded(store, snap, moved, keys)), wait.hook_round)
+        return KidsSuspend(moved, kids=moved.open[len(still) :], taken=taken, firsts=firsts)
 
     def sends(
         self, cluster: Cluster, graph: CompiledGraph, snap: RunSnapshot, wait: ChildrenWait
@@ -201,17 +242,31 @@ class Children(WaitKind[ChildrenWait]):
     def after_commit(
         self, cluster: Cluster, graph: CompiledGraph, snap: RunSnapshot, suspend: Suspend
     ) -> None:
-        """Create the children the step now waits for (with their first steps)."""
+        """Create the children the step now waits for (with their first steps, made when it decided),
+        a page per round trip; on the step's first suspension, once its ended set and wake-up flag
+        are cleared of an earlier attempt's."""
         assert isinstance(suspend.wait, ChildrenWait)
-        create(cluster, graph, snap, suspend.wait, suspend.kids)
+        first = isinstance(suspend, KidsSuspend) and suspend.first
+        if first:
+            cluster.store.drop_ended(snap.run_id, snap.step)
+        made = suspend.firsts if isinstance(suspend, KidsSuspend) else {}
+        create(cluster, graph, snap, suspend.wait, suspend.kids, made)
 
     def after_step(self, ctx: Context, step: Step, wait: ChildrenWait, decision: Decision, done: str) -> None:
-        """A step that lost the race looks again (the winner may not have seen the child that woke
-        this one); a node that is done no longer needs its open children."""
-        if done == "duplicate":
-            _look_again(ctx.cluster, step.snap.run_id)
-        elif isinstance(decision, Complete):
-            cancel_open(ctx.cluster, step.snap, f"node '{step.plan.node}' of its parent run stopped waiting")
+        """A node that is done no longer needs its open children, nor its ended set. Otherwise the
+        step lets go of its wake-up (the kids its commit counted leave the ended set, and the flag
+        is cleared) and is woken again, gathered, when kids are left in the set: they ended while
+        it ran, or it lost the race to another delivery and they are still to be taken in."""
+        snap = step.snap
+        if isinstance(decision, Complete) and done != "duplicate":
+            cancel_open(ctx.cluster, snap, f"node '{step.plan.node}' of its parent run stopped waiting")
+            ctx.store.drop_ended(snap.run_id, snap.step)  # with what the cancelled kids added to it
+            return
+        taken: tuple[str, ...] = ()
+        if isinstance(decision, KidsSuspend | KidsIdle) and done in ("suspended", "waiting"):
+            taken = decision.taken  # committed (or nothing to commit): they leave the set
+        if ctx.store.release_ended(snap.run_id, snap.step, taken) or done == "duplicate":
+            _wake_again(ctx.cluster, snap, wait)
 
     def takes_over(self, wait: ChildrenWait) -> bool:
         """For a keyed set: its kids were started at several phases, and each wakes the step."""
@@ -220,13 +275,13 @@ class Children(WaitKind[ChildrenWait]):
     def repair(self, cluster: Cluster, snap: RunSnapshot, wait: ChildrenWait) -> str | None:
         """Create the open children that were never created (a worker died after the commit), and
         wake a parent whose child has finished (its wake-up was lost, unless it may still be
-        queued); nothing while they run (each is swept itself)."""
-        found = {key: cluster.store.load_run(wait.run_of(key)) for key in wait.open}
-        missing = [key for key, kid in found.items() if kid is None]
+        queued); nothing while they run (each is swept itself). One read of their statuses."""
+        statuses = cluster.store.activity([wait.run_of(key) for key in wait.open])
+        missing = [key for key, fields in zip(wait.open, statuses, strict=True) if "status" not in fields]
         if missing:
             create(cluster, cluster.graphs.get(snap.graph_hash), snap, wait, missing)
             return "created_kids"
-        if any(kid is not None and kid.status.finished for kid in found.values()) and not queued(cluster):
+        if any(fields.get("status") in ENDED for fields in statuses) and not queued(cluster):
             wake(cluster, snap)
             return "woke_parent"
         return None
@@ -251,24 +306,38 @@ def keys_of(plan: StepPlan) -> list[str]:
 
 
 def create(
-    cluster: Cluster, graph: CompiledGraph, snap: RunSnapshot, wait: ChildrenWait, keys: Sequence[str]
+    cluster: Cluster,
+    graph: CompiledGraph,
+    snap: RunSnapshot,
+    wait: ChildrenWait,
+    keys: Sequence[str],
+    made: Firsts | None = None,
 ) -> None:
-    """Create the children `keys` of the suspended step `snap` (one that exists is left as it is).
+    """Create the children `keys` of the suspended step `snap` (one that exists is left as it is),
+    a page of them per round trip, from their first snapshots (`made`, or made here).
 
     Every one is created before the first error of the store or broker is raised (for a requeue:
     what was created but not sent waits in its run's outbox for the sweeper)."""
-    plan = engine.prepare(graph, snap, utcnow())
+    made = made or {}
+    plan = engine.prepare(graph, snap, utcnow()) if any(key not in made for key in keys) else None
     limit = cluster.settings.max_state_bytes
-    trouble: GraphrunnerError | None = None
+    runs: list[tuple[RunSnapshot, CompiledGraph, str]] = []
     for key in keys:
+        if key in made:
+            child, begun = made[key]
+        else:
+            assert plan is not None
+            try:
+                child, begun = child_runs.first_of(
+                    cluster.graphs, graph, snap, plan, wait.run_of(key), key, limit
+                )
+            except (GraphrunnerError, ValueError):  # checked when it was opened: it cannot fail here
+                continue
+        runs.append((begun, child, fingerprint(child, begun.inputs, begun.capabilities)))
+    trouble: GraphrunnerError | None = None
+    for start in range(0, len(runs), CREATE_PAGE):
         try:
-            child, begun = child_runs.first_of(
-                cluster.graphs, graph, snap, plan, wait.run_of(key), key, limit
-            )
-        except (GraphrunnerError, ValueError):  # checked at start: it cannot fail here
-            continue
-        try:
-            cluster.create_run(begun, child, fingerprint(child, begun.inputs, begun.capabilities))
+            cluster.create_runs(runs[start : start + CREATE_PAGE])
         except GraphrunnerError as exc:
             trouble = trouble or exc
     if trouble is not None:
@@ -285,11 +354,18 @@ def cancel_open(cluster: Cluster, snap: RunSnapshot, reason: str) -> None:
 # -- helpers -------------------------------------------------------------------------------------------
 
 
-def _look_again(cluster: Cluster, run_id: str) -> None:
-    """Send the run's step once more when it still waits on children (a wake-up lost a race)."""
-    current = cluster.store.load_run(run_id)
-    if current is not None and current.status is RunStatus.RUNNING and isinstance(current.wait, ChildrenWait):
-        wake(cluster, current)
+def _wake_again(cluster: Cluster, snap: RunSnapshot, wait: ChildrenWait) -> None:
+    """Send the step another wake-up, gathered (none when one is pending), naming an open kid so
+    that it reads the ended set, not every kid's status; stale (and dropped) once the step has
+    moved on. Nothing is read to send it."""
+    link = ParentLink(
+        run_id=snap.run_id, step=snap.step, phase=snap.phase, graph_id=snap.graph_id, node=snap.node
+    )
+    named = wait.run_of(wait.open[0]) if wait.open else ""
+    wake = cluster.publisher.wake(link, named)  # gathered, adding nobody to the ended set
+    assert wake.gather is not None
+    gathered = wake.model_copy(update={"gather": (snap.run_id, snap.step, "", wake.gather[3])})
+    cluster.publisher.send(snap.run_id, [gathered])
 
 
 def _window(step: Step, keys: list[str], chunk: int) -> int:
@@ -302,51 +378,62 @@ def _window(step: Step, keys: list[str], chunk: int) -> int:
     return spec.max_concurrency or chunk
 
 
-def _finished(store: Store, wait: ChildrenWait) -> list[str]:
-    """The open children that have finished, read in one round trip (their status alone): only
-    those are loaded, so a wake-up costs one read of the window and a load of what finished."""
-    statuses = store.activity([wait.run_of(key) for key in wait.open])
-    return [key for key, fields in zip(wait.open, statuses, strict=True) if fields.get("status") in ENDED]
+def _statuses(store: Store, wait: ChildrenWait, keys: Sequence[str]) -> dict[str, str]:
+    """The status of the children `keys`, in one round trip (their records' status field alone)."""
+    found = store.activity([wait.run_of(key) for key in keys]) if keys else []
+    return {key: fields.get("status", "") for key, fields in zip(keys, found, strict=True)}
 
 
-def _loaded(
-    store: Store,
-    snap: RunSnapshot,
-    wait: ChildrenWait,
-    keys: list[str],
-    known: dict[str, ChildOutcome] | None = None,
-) -> dict[str, ChildOutcome]:
-    """Every started child that has ended (`known`: those just loaded); one still running when the
-    node gives up is left out (it is cancelled, and counts as neither a result nor a failure)."""
-    ends: dict[str, ChildOutcome] = {}
+def _loaded(store: Store, snap: RunSnapshot, wait: ChildrenWait, keys: list[str]) -> dict[str, ChildOutcome]:
+    """Every started child that has ended, read a page at a time; one still running when the node
+    gives up is left out (it is cancelled, and counts as neither a result nor a failure)."""
     bad = {i for i, _ in wait.bad}
-    known = known or {}
-    for position in range(wait.upto):
-        key = keys[position]
-        if position not in bad:
-            end = known.get(key) or child_runs.end(store, snap, wait.run_of(key, earlier=key in wait.kept))
-            if end is not None:
-                ends[key] = end
+    wanted = [keys[p] for p in range(wait.upto) if p not in bad]
+    ends: dict[str, ChildOutcome] = {}
+    for start in range(0, len(wanted), PAGE):
+        page = wanted[start : start + PAGE]
+        run_ids = [wait.run_of(key, earlier=key in wait.kept) for key in page]
+        found = zip(page, child_runs.ends(store, snap, run_ids), strict=True)
+        ends.update((key, end) for key, end in found if end is not None)
     return ends
 
 
-def _refill(keys: list[str], wait: ChildrenWait, room: int) -> tuple[tuple[str, ...], int]:
-    """The next children to start from position `wait.upto` on (neither unstartable nor kept), to
-    fill `room` places, and the new `upto`: just past the last of them while children are left
-    to start, else every key. One pass over the keys."""
+def _walk(
+    ctx: Context, step: Step, wait: ChildrenWait, keys: list[str], room: int
+) -> tuple[ChildrenWait, Firsts]:
+    """Open the next children, from position `wait.upto` on, until `room` are open: each key is
+    unstartable (its inputs fail, its graph refuses them: `bad`, and a failure), kept (an earlier
+    attempt of the step completed it with the same inputs), or opened, with its first snapshot,
+    linked to the suspension that will wait for it (phase + 1). The wait moves past the keys
+    walked (`upto`: every key once none is left to open); the kids' first snapshots are made
+    once, here, and only for the keys reached."""
     if room <= 0:
-        return (), wait.upto
-    skip = {i for i, _ in wait.bad} | {i for i, key in enumerate(keys) if key in wait.kept}
-    fresh: list[str] = []
-    last = wait.upto
-    for position in range(wait.upto, len(keys)):
-        if position in skip:
-            continue
-        if len(fresh) == room:
-            return tuple(fresh), last + 1
-        fresh.append(keys[position])
-        last = position
-    return tuple(fresh), len(keys)
+        return wait, {}
+    snap = step.snap
+    linked = snap.model_copy(update={"phase": snap.phase + 1})
+    limit = ctx.services.max_state_bytes
+    bad, kept, opened, failed = list(wait.bad), list(wait.kept), list(wait.open), wait.failed
+    firsts: Firsts = {}
+    position = wait.upto
+    while position < len(keys) and len(firsts) < room:
+        key = keys[position]
+        try:
+            child, begun = child_runs.first_of(
+                ctx.graphs, step.graph, linked, step.plan, wait.run_of(key), key, limit
+            )
+        except (GraphrunnerError, ValueError) as exc:
+            bad.append((position, str(exc)))
+            failed += 1
+        else:
+            prior = wait.run_of(key, earlier=True) if wait.prior else ""
+            if prior and child_runs.completed_same(ctx.store, snap, prior, begun):
+                kept.append(key)
+            else:
+                opened.append(key)
+                firsts[key] = (child, begun)
+        position += 1
+    moved = wait.but(open=tuple(opened), upto=position, bad=tuple(bad), kept=tuple(kept), failed=failed)
+    return moved, firsts
 
 
 def _gives_up(step: Step, failed: int, total: int) -> bool:

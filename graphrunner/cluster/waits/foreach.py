@@ -1,18 +1,20 @@
-"""Parallel foreach items (kind `foreach`): chords of item tasks, joined from Redis.
+"""Parallel foreach items (kind `foreach`): item tasks sent in chunks, joined from Redis.
 
 The items are sent in chunks of at most `max_concurrency` (else the executor's chunk size)
-items, each chunk a Celery chord whose body is the step's own task at the next phase, sent
-after the commit that suspends the step (once per phase). The join never trusts Celery's
-count: it counts the item results recorded in Redis, looks again later while some are missing
-(an item waiting on a retry is sent outside the chord), sends the next chunk, and when every
-item has a result, the step collects them in item order. Empty and one-item lists never reach
-here (`sequence` runs them in the step's task). The sweeper sends a chunk's missing items
-again, or its join when every item has its record.
+items, `batch_size` items to a message, after the commit that suspends the step (once per
+phase). Each item records its result in Redis; the item task whose save records the chunk's
+last item (the items hash reaches `upto` fields: only a new record grows it, so once) sends the
+step's join. The join never trusts a message: it counts the item records, looks again later
+while some are missing, sends the next chunk, and when every item has a result, the step
+collects them in item order, a page at a time. Empty and one-item lists never reach here
+(`sequence` runs them in the step's task). The sweeper sends a chunk's missing items again, or
+its join when every item has its record (a worker died between the save and the join).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from graphrunner import engine
@@ -63,8 +65,8 @@ class Foreach(WaitKind[ForeachWait]):
         return Suspend(ForeachWait(hook_round=hook_round, tag=tag, total=total, upto=min(total, size)))
 
     async def join(self, ctx: Context, step: Step, wait: ForeachWait, woken_by: str) -> Decision:
-        """A chunk's chord has fired: look again later while items are missing, send the next
-        chunk, or collect them all."""
+        """A chunk's last item is recorded: send the next chunk, or collect them all (look again
+        later while items are missing: a join the sweeper sent, a duplicate)."""
         if ctx.store.count_items(step.snap.run_id, wait.tag) < wait.upto:
             return Poll(POLL_SECONDS)
         if wait.upto < wait.total:
@@ -75,7 +77,7 @@ class Foreach(WaitKind[ForeachWait]):
     def sends(
         self, cluster: Cluster, graph: CompiledGraph, snap: RunSnapshot, wait: ForeachWait
     ) -> list[Outgoing]:
-        """Nothing with the commit: the chunk's chord (its body the step) is sent after it."""
+        """Nothing with the commit: the chunk's items are sent after it (their last sends the join)."""
         return []
 
     def after_commit(
@@ -87,8 +89,8 @@ class Foreach(WaitKind[ForeachWait]):
             send_chunk(cluster, graph, snap, suspend.wait)
 
     def repair(self, cluster: Cluster, snap: RunSnapshot, wait: ForeachWait) -> str | None:
-        """Send the chunk's missing items again (with the join), when none can be in flight; or
-        the join alone when every item has its record."""
+        """Send the chunk's missing items again (the last recorded sends the join), when none can
+        be in flight; or the join alone when every item has its record."""
         missing = cluster.store.missing_items(snap.run_id, wait.tag, wait.next, wait.upto)
         if not missing:  # every item has its record: the join was lost
             wake(cluster, snap)
@@ -101,7 +103,7 @@ class Foreach(WaitKind[ForeachWait]):
 
 
 def parallel(step: Step) -> bool:
-    """The step is a foreach of actions that runs its items as chords (parallel, two or more)."""
+    """The step is a foreach of actions that runs its items as item tasks (parallel, two or more)."""
     plan = step.plan
     if plan.kind != "foreach" or plan.child_graph is not None:
         return False
@@ -114,27 +116,43 @@ def send_chunk(
     cluster: Cluster, graph: CompiledGraph, snap: RunSnapshot, wait: ForeachWait, only: set[int] | None = None
 ) -> None:
     """Send items `[wait.next, wait.upto)` of the suspended foreach `snap` (those in `only`, when
-    given) as a chord joined by the step; items that cannot be dispatched are recorded failed."""
-    payloads, failed = chunk(graph, snap, wait, only)
-    for index, record in failed:
-        cluster.save_item(snap.run_id, wait.tag, index, record)
+    given), `batch_size` to a message; items that cannot be dispatched are recorded failed, and
+    when one of those is the chunk's last record, the join is sent."""
     publisher = cluster.publisher
     queue, shadow = publisher.queue_of(graph, snap.node), f"{snap.graph_id}:{snap.node}:item"
-    join = publisher.step(snap, graph, tracked=False)
-    publisher.fan_out(join, [publisher.item(p, queue, shadow) for p in payloads])
+    failed: list[tuple[int, ItemRecord]] = []
+    publisher.fan_out(publisher.item(p, queue, shadow) for p in chunk(graph, snap, wait, failed, only))
+    if failed and cluster.save_items(snap.run_id, wait.tag, failed, wait.upto):
+        wake(cluster, snap)
 
 
 def chunk(
-    graph: CompiledGraph, snap: RunSnapshot, wait: ForeachWait, only: set[int] | None = None
-) -> tuple[list[dict[str, Any]], list[tuple[int, ItemRecord]]]:
-    """The item payloads of `[wait.next, wait.upto)` (those in `only`, when given: the sweeper
-    re-sends lost ones), and the records of items that cannot be dispatched (failed at once)."""
+    graph: CompiledGraph,
+    snap: RunSnapshot,
+    wait: ForeachWait,
+    failed: list[tuple[int, ItemRecord]],
+    only: set[int] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The item message payloads of `[wait.next, wait.upto)` (those in `only`, when given: the
+    sweeper re-sends lost ones), `batch_size` items to a payload, made as they are asked for;
+    the records of items that cannot be dispatched (failed at once) go to `failed`."""
     plan = engine.prepare(graph, snap, utcnow())
     assert plan.items is not None
     node, now = graph.nodes[plan.node], utcnow()
-    traced = spans.item_parent(snap)  # the items' spans hang under the step's wait span
-    payloads: list[dict[str, Any]] = []
-    failed: list[tuple[int, ItemRecord]] = []
+    spec = node.spec
+    assert isinstance(spec, ForeachNode)
+    size = spec.batch_size or 1
+    head = {
+        "run_id": snap.run_id,
+        "graph_id": snap.graph_id,
+        "graph_hash": snap.graph_hash,
+        "step": plan.step,
+        "tag": wait.tag,
+        "phase": snap.phase,
+        "upto": wait.upto,
+        **spans.item_parent(snap),  # the items' spans hang under the step's wait span
+    }
+    batch: list[dict[str, Any]] = []
     for index in range(wait.next, wait.upto):
         if only is not None and index not in only:
             continue
@@ -142,16 +160,15 @@ def chunk(
         if isinstance(call, ActionFailure):
             failed.append((index, failed_record(call)))
             continue
-        payloads.append(
-            {
-                "run_id": snap.run_id,
-                "graph_id": snap.graph_id,
-                "graph_hash": snap.graph_hash,
-                "step": plan.step,
-                "tag": wait.tag,
-                "index": index,
-                "call": call_payload(call),
-                **traced,
-            }
-        )
-    return payloads, failed
+        batch.append({"index": index, "call": call_payload(call)})
+        if len(batch) == size:
+            yield _payload(head, batch)
+            batch = []
+    if batch:
+        yield _payload(head, batch)
+
+
+def _payload(head: dict[str, Any], batch: list[dict[str, Any]]) -> dict[str, Any]:
+    """The payload of an item message running `batch` (its first item, and the rest as `batch`)."""
+    first, rest = batch[0], batch[1:]
+    return {**head, **first, **({"batch": rest} if rest else {})}

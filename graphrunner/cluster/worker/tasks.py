@@ -37,7 +37,8 @@ def register_tasks(app: Celery, executor: StepExecutor, items: ItemRunner) -> No
         try:
             msg = StepMessage.parse(args, kwargs)
         except BadMessage as exc:
-            guard.refuse(str(exc), task=STEP_TASK, queue=_queue(self), body=[list(args), kwargs])
+            body = [list(args), kwargs]
+            guard.refuse(str(exc), task=STEP_TASK, queue=_queue(self), body=body, store=executor.store)
             return "bad_message"
         try:
             handled = executor.execute(
@@ -48,11 +49,12 @@ def register_tasks(app: Celery, executor: StepExecutor, items: ItemRunner) -> No
             raise _requeue(f"step {msg.step + 1} of run {msg.run_id}", exc) from None
 
     def item(self: Any, *args: Any, **kwargs: Any) -> None:
-        """Run one foreach item (thin, like `step`); never fails (it is a chord part)."""
+        """Run one foreach item message (thin, like `step`); never fails for its items' sake."""
         try:
             msg = ItemMessage.parse(args, kwargs)
         except BadMessage as exc:
-            guard.refuse(str(exc), task=ITEM_TASK, queue=_queue(self), body=[list(args), kwargs])
+            body = [list(args), kwargs]
+            guard.refuse(str(exc), task=ITEM_TASK, queue=_queue(self), body=body, store=items.store)
             return
         try:
             items.execute(msg, redelivered=_redelivered(self), queue=_queue(self), shadow=self.request.shadow)
@@ -69,9 +71,8 @@ def register_tasks(app: Celery, executor: StepExecutor, items: ItemRunner) -> No
         "Strategy": STRATEGY,
     }
     app.task(name=STEP_TASK, **options)(step)
-    # chord parts store no result key of their own: the Redis backend counts a part in its
-    # chord-part script whether or not the result is stored, and the join reads the item
-    # records graphrunner keeps (storing one costs a GET and a SET per item)
+    # items store no Celery result: the join reads the item records graphrunner keeps, and the
+    # item task that records a chunk's last item sends the join itself (no chord counter)
     app.task(name=ITEM_TASK, **options)(item)
 
 

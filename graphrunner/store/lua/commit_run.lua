@@ -4,11 +4,14 @@
 -- progress deadline, and the messages the commit sends (see sends.lua).
 -- KEYS[1] run hash, [2] transcript stream, [3] path list, [4] progress zset, [5] timers zset,
 -- [6] timer bodies hash, [7] outbox list, [8] old status index, [9] new status index,
--- [10] old status+graph index, [11] new status+graph index, [12] expiry index, [13..] queues
+-- [10] old status+graph index, [11] new status+graph index, [12] expiry index, [13..] queues,
+-- then (the last two) the run's waiters counter and settle list (see watch_run.lua)
 -- ARGV[1] run id, [2..4] expected step, phase, status, [5..7] new step, phase, status,
 -- [8] snapshot JSON (without state and path), [9] state JSON, [10] now (ms),
 -- [11] progress deadline (ms; '' when the run is no longer running), [12] retention (s),
 -- [13] expiry member, then k and k transcript records, then w and w nodes walked, then sends
+-- A transcript entry is {r = record}, plus {s = new status} when the commit leaves the run not
+-- running (finished, paused, pending).
 -- Returns {1, outbox length} when committed, {0, current step, current status, current phase}
 -- when fenced off.
 local run = KEYS[1]
@@ -22,8 +25,13 @@ redis.call('HSET', run, 'step', ARGV[5], 'phase', ARGV[6], 'status', ARGV[7],
   'snapshot', ARGV[8], 'state', ARGV[9], 'updated_at', now)
 local i = 14
 local k = tonumber(ARGV[i])
+local stopped = ARGV[7] ~= 'running'  -- its records say so ('s'): a follower reads no status
 for j = i + 1, i + k do
-  redis.call('XADD', KEYS[2], '*', 'r', ARGV[j])
+  if stopped then
+    redis.call('XADD', KEYS[2], '*', 'r', ARGV[j], 's', ARGV[7])
+  else
+    redis.call('XADD', KEYS[2], '*', 'r', ARGV[j])
+  end
 end
 i = i + k + 1
 local w = tonumber(ARGV[i])
@@ -56,6 +64,17 @@ if old ~= new then
       redis.call('PERSIST', KEYS[j])
     end
     redis.call('ZREM', KEYS[12], ARGV[13])
+  end
+  if finished[new] or new == 'paused' then  -- settled: wake the clients waiting for it, once each
+    local waiters, settle = KEYS[#KEYS - 1], KEYS[#KEYS]
+    local waiting = math.min(tonumber(redis.call('GET', waiters) or '0') or 0, 1000)
+    if waiting > 0 then
+      redis.call('DEL', waiters)
+      for _ = 1, waiting do
+        redis.call('RPUSH', settle, new)
+      end
+      redis.call('EXPIRE', settle, 60)  -- what a client that gave up left
+    end
   end
 end
 return {1, redis.call('LLEN', KEYS[7])}

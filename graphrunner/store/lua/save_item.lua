@@ -1,13 +1,25 @@
--- Record one foreach item's result (the first record of an index wins), keep the items hash
--- for a while, and count it as progress of the run (see beat.lua).
+-- Record foreach items' results (the first record of an index wins), keep the items hash for a
+-- while, and count them as progress of the run (see beat.lua).
 -- KEYS[1] items hash, [2] run hash, [3] progress zset (one hash slot)
--- ARGV[1] item index, [2] record JSON, [3] items TTL (s), [4] now (ms), [5] run id,
--- [6] progress deadline (ms; 0 leaves it)
--- Returns 1 when this record was kept, 0 when the index already had one.
-local kept = redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  redis.call('HSET', KEYS[2], 'heartbeat', ARGV[4])
-  redis.call('ZADD', KEYS[3], 'XX', 'GT', ARGV[6], ARGV[5])
+-- ARGV[1] items TTL (s), [2] now (ms), [3] run id, [4] progress deadline (ms; 0 leaves it),
+-- [5] upto: the record count that completes the chunk in flight (0: none), then index, record
+-- JSON pairs
+-- Returns {kept, completed}: how many records were new, and 1 when one of them made the hash
+-- reach `upto` fields. Only a new field grows the hash, so a duplicate never completes a chunk
+-- and exactly one save completes each chunk (its saver sends the join).
+local kept, completed = 0, 0
+local upto = tonumber(ARGV[5])
+for i = 6, #ARGV, 2 do
+  if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) == 1 then
+    kept = kept + 1
+    if upto > 0 and redis.call('HLEN', KEYS[1]) == upto then
+      completed = 1
+    end
+  end
 end
-return kept
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('HSET', KEYS[2], 'heartbeat', ARGV[2])
+  redis.call('ZADD', KEYS[3], 'XX', 'GT', ARGV[4], ARGV[3])
+end
+return {kept, completed}
