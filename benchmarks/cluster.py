@@ -2,27 +2,21 @@
 
 The nodes are started by the test suite's fixture, tests/redis_cluster.py (masters on free ports,
 `redis-cli --cluster create`, `cluster_state:ok` awaited, every node stopped by PID), loaded from
-its file rather than copied or imported through `sys.path`: one launcher to keep up to date, and
-nothing in tests/ (`conftest`, `plugins`, ...) can shadow a module of the harness. This module adds
+its file (`processes.suite_launcher`) rather than copied. This module adds
 what the benchmark needs on top: the nodes' pids (CPU) and their INFO commandstats (commands).
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from types import ModuleType
 
 import redis
 
-from benchmarks.processes import ROOT
+from benchmarks.processes import suite_launcher
 
-FIXTURE = ROOT / "tests" / "redis_cluster.py"
-FIXTURE_MODULE = "benchmarks._redis_cluster_fixture"
 MASTERS = 3
 
 
@@ -49,22 +43,9 @@ def node_commandstats(port: int) -> Counter[str]:
     return Counter({name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()})
 
 
-def _fixture() -> ModuleType:
-    """tests/redis_cluster.py, loaded once from its path."""
-    if FIXTURE_MODULE in sys.modules:
-        return sys.modules[FIXTURE_MODULE]
-    spec = importlib.util.spec_from_file_location(FIXTURE_MODULE, FIXTURE)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load the Redis Cluster launcher {FIXTURE}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[FIXTURE_MODULE] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @contextmanager
 def private_cluster(masters: int = MASTERS) -> Iterator[ClusterStore]:
     """A Redis Cluster of `masters` masters (no replicas) for the block; every node stopped by PID after."""
-    with _fixture().RedisCluster(masters=masters) as cluster:
+    with suite_launcher("redis_cluster").RedisCluster(masters=masters) as cluster:
         pids = tuple(proc.pid for proc in cluster.procs)
         yield ClusterStore(cluster.url, tuple(cluster.ports), pids)

@@ -48,12 +48,14 @@ class CpuProbe:
     """Reads the CPU seconds used so far by Redis, one worker (main and pool) and this harness.
 
     With `cluster_pids` (the nodes of a Redis Cluster holding graphrunner's run state), also
-    their sum, as role `cluster`; `redis` is then the broker's Redis.
+    their sum, as role `cluster`; `redis` is then the broker's Redis. `groups` adds a role per
+    (name, process group): the RabbitMQ node (`rabbitmq`), the round-trip-time proxy (`proxy`).
     """
 
     redis_pid: int
     worker_pid: int
     cluster_pids: tuple[int, ...] = ()
+    groups: tuple[tuple[str, int], ...] = ()
 
     def read(self) -> dict[str, float]:
         """CPU seconds by role; empty where /proc is not available."""
@@ -64,9 +66,11 @@ class CpuProbe:
         main = group.pop(self.worker_pid, 0.0)
         times = os.times()
         cluster = {"cluster": pids_seconds(self.cluster_pids)} if self.cluster_pids else {}
+        groups = {name: sum(group_seconds(pgid).values()) for name, pgid in self.groups}
         return {
             "redis": _seconds(redis) if redis else 0.0,
             **cluster,
+            **groups,
             "worker_main": main,
             "worker_pool": sum(group.values()),
             "harness": times.user + times.system,

@@ -110,15 +110,28 @@ class BaselineDriver:
 class GraphDriver:
     """Drives graphrunner: runs of a loop graph submitted through the public `Client`.
 
-    `url` is the run state's store: one Redis (also the broker), or a Redis Cluster
-    (`redis+cluster://`) with `broker_url` naming the broker.
+    `url` is the run state's store: one Redis (also the broker unless `broker_url` names another,
+    e.g. RabbitMQ), or a Redis Cluster (`redis+cluster://`) with `broker_url` naming the broker
+    (and `result_backend_url` a Redis for Celery's results, when the broker is not a Redis).
     """
 
     def __init__(
-        self, url: str, prefetch: int, kind: str, *, events: bool = False, broker_url: str | None = None
+        self,
+        url: str,
+        prefetch: int,
+        kind: str,
+        *,
+        events: bool = False,
+        broker_url: str | None = None,
+        result_backend_url: str | None = None,
     ) -> None:
         settings = Settings(
-            redis_url=url, broker_url=broker_url, prefetch=prefetch, quiet=True, task_events=events
+            redis_url=url,
+            broker_url=broker_url,
+            result_backend_url=result_backend_url,
+            prefetch=prefetch,
+            quiet=True,
+            task_events=events,
         )
         self.client = Client(settings=settings)
         self.graph = graphs.load(kind, settings)

@@ -51,7 +51,8 @@ class FanOutDriver(Protocol):
 
 
 class ChordDriver:
-    """The bare Celery side: `chord(part(i) for i in range(N))(body)` on the baseline app."""
+    """The bare Celery side: `chord(part(i) for i in range(N))(body)` on the baseline app (its broker
+    is `CELERY_BROKER_URL` when set: benchmarks/topology.py sets it for `--broker amqp`)."""
 
     def __init__(self, url: str, prefetch: int) -> None:
         self.app = baseline.create_app(url, prefetch=prefetch)
@@ -91,10 +92,11 @@ class ChordDriver:
 
 
 class ForeachDriver:
-    """The graphrunner side: one run of `bench/foreach-fanout` through the public `Client`."""
+    """The graphrunner side: one run of `bench/foreach-fanout` through the public `Client` (on the
+    Redis of `url`, and on `broker_url` as the broker if given, e.g. RabbitMQ)."""
 
-    def __init__(self, url: str, prefetch: int) -> None:
-        settings = Settings(redis_url=url, prefetch=prefetch, quiet=True)
+    def __init__(self, url: str, prefetch: int, broker_url: str | None = None) -> None:
+        settings = Settings(redis_url=url, broker_url=broker_url, prefetch=prefetch, quiet=True)
         self.client = Client(settings=settings)
         self.graph = graphs.load_foreach(settings)
 

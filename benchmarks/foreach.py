@@ -1,6 +1,6 @@
 """Items per second of a graphrunner parallel foreach against a bare Celery chord of the same size.
 
-    python -m benchmarks.foreach [--sizes 1000,10000] [--repeat 2] [--json]
+    python -m benchmarks.foreach [--sizes 1000,10000] [--repeat 2] [--broker amqp] [--rtt-ms 5] [--json]
 
 See benchmarks/README.md ("foreach") for what it times and how to read the output.
 """
@@ -16,10 +16,19 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from benchmarks import memory, report
+from benchmarks import memory, report, topology
 from benchmarks.fanout import ChordDriver, FanOut, FanOutDriver, ForeachDriver
 from benchmarks.processes import Worker, running_worker, terminate_as_exit
-from benchmarks.steps import Bench, Phase, baseline_phase, check_quiet, environment, graphrunner_phase, say
+from benchmarks.steps import (
+    Bench,
+    Phase,
+    announce,
+    baseline_phase,
+    check_quiet,
+    environment,
+    graphrunner_phase,
+    say,
+)
 from graphrunner.embedded import EmbeddedRedis
 
 GRAPHRUNNER = "graphrunner"
@@ -59,7 +68,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, default=2, help="prefork processes per worker")
     p.add_argument("--loglevel", default="WARNING", help="worker log level (both sides)")
     p.add_argument("--json", action="store_true", help="also print every figure as one JSON line")
+    topology.add_arguments(p)
     args = p.parse_args(argv)
+    topology.check_arguments(p, args)
     args.sizes = sorted({int(x) for x in args.sizes.split(",") if x})
     if not args.sizes or min(args.sizes) < 1:
         p.error("--sizes needs positive item counts")
@@ -68,12 +79,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def sides(bench: Bench) -> list[Side]:
     """The chord baseline and graphrunner, with the workers benchmarks.steps uses (events off)."""
-    url, prefetch = bench.url, bench.args.prefetch
+    url, prefetch, broker = bench.url, bench.args.prefetch, bench.broker_url
     chord = baseline_phase(bench, prefetch, False)
     foreach = graphrunner_phase(bench, prefetch, False)
     return [
         Side(report.BASELINE, chord, lambda: ChordDriver(url, prefetch)),
-        Side(GRAPHRUNNER, foreach, lambda: ForeachDriver(url, prefetch)),
+        Side(GRAPHRUNNER, foreach, lambda: ForeachDriver(url, prefetch, broker)),
     ]
 
 
@@ -222,17 +233,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before = check_quiet()
     if not memory.is_available():
         say("no /proc here: the VmHWM figures will be missing")
-    with terminate_as_exit(), EmbeddedRedis() as server:
+    with terminate_as_exit(), EmbeddedRedis() as server, topology.started(args, server.url) as topo:
         say(f"private Redis at {server.url}")
-        records = measure(Bench(server, args))
-        env = environment(server.url)
+        announce(topo)
+        records = measure(Bench(server, args, topology=topo))
+        env = environment(server.url, topo)
     env["load_average"] = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
+    facts = topo.facts()
+    for line in topology.lines(facts):
+        print(line)
     print(table(records))
     for line in notes(records):
         print(line)
     if args.json:
         settings = {k: v for k, v in vars(args).items() if k != "json"}
-        print(json.dumps({"date": started, "settings": settings, "environment": env, "rows": records}))
+        figures = {"date": started, "settings": settings, "environment": env, **facts, "rows": records}
+        print(json.dumps(figures))
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -11,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
 STOP_GRACE_SECONDS = 10.0
@@ -44,6 +46,23 @@ def clean_env(extra: Mapping[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHRUNNER_", "CELERY_", "BENCH_"))}
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     return {**env, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", **extra}
+
+
+def suite_launcher(name: str) -> ModuleType:
+    """`tests/<name>.py` (a launcher the test suite uses: a Redis Cluster, a RabbitMQ node), loaded
+    once from its path rather than copied or imported through `sys.path`: one launcher to keep up
+    to date, and nothing in tests/ (`conftest`, `plugins`, ...) can shadow a module of the harness."""
+    module_name = f"benchmarks._{name}_launcher"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    path = ROOT / "tests" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def baseline_command(options: WorkerOptions) -> list[str]:

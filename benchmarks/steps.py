@@ -1,11 +1,14 @@
 """Steps per second of graphrunner against a bare Celery baseline, on a private Redis and private workers.
 
-    python -m benchmarks.steps [--repeat 2] [--chain-steps 1000] [--prefetch 1,4] [--store cluster] [--json]
+    python -m benchmarks.steps [--repeat 2] [--chain-steps 1000] [--prefetch 1,4] [--store cluster]
+                               [--broker amqp] [--rtt-ms 5] [--json]
 
 Times 1 run of 1,000 steps and 20 concurrent runs of 1,000 steps on both sides, rounds
 interleaved, and prints medians, CPU per step by process and a verdict per DESIGN §9 target.
 With `--store cluster`, graphrunner keeps its run state on a private 3-master Redis Cluster and
-uses the private Redis as its broker; the baseline is unchanged.
+uses the private Redis as its broker; the baseline is unchanged. `--broker amqp` makes a private
+RabbitMQ node the broker of both sides; `--rtt-ms` adds round-trip time between the workers and
+Redis (benchmarks/topology.py).
 See benchmarks/README.md for the scenarios and how to read the output.
 """
 
@@ -19,14 +22,14 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
 from typing import Any
 
 import redis
 
-from benchmarks import report
+from benchmarks import report, topology
 from benchmarks.cluster import MASTERS, ClusterStore, private_cluster
 from benchmarks.cpu import CpuProbe, per_step
 from benchmarks.drivers import BaselineDriver, Driver, GraphDriver, Timing
@@ -40,6 +43,7 @@ from benchmarks.processes import (
     terminate_as_exit,
 )
 from benchmarks.roundtrips import client_address, cluster_commands, monitoring, tally
+from benchmarks.topology import Topology
 from graphrunner.embedded import EmbeddedRedis, free_port
 from graphrunner.settings import Settings
 
@@ -84,28 +88,51 @@ class Phase:
 
 @dataclass(frozen=True)
 class Bench:
-    """The private Redis (and Redis Cluster, with `--store cluster`) and the options every phase shares."""
+    """The private Redis (and Redis Cluster, with `--store cluster`; RabbitMQ node, with `--broker
+    amqp`; round-trip-time proxy, with `--rtt-ms`) and the options every phase shares."""
 
     server: EmbeddedRedis
     args: argparse.Namespace
     cluster: ClusterStore | None = None
     otlp: str | None = None  # the OTLP sink's URL, with --otel
+    topology: Topology = field(default_factory=Topology)
 
     @property
     def url(self) -> str:
-        """The private Redis's URL: the baseline's Redis, and graphrunner's broker."""
+        """The private Redis's URL (as the harness reaches it): the baseline's Redis, and graphrunner's
+        broker unless RabbitMQ is."""
         return self.server.url
+
+    @property
+    def worker_url(self) -> str:
+        """The private Redis as the workers reach it: through the round-trip-time proxy, if any."""
+        return self.topology.worker_redis(self.url)
 
     @property
     def store_url(self) -> str:
         """Where graphrunner keeps its run state: the cluster's URL, else the private Redis's."""
         return self.cluster.url if self.cluster else self.url
 
+    @property
+    def broker_url(self) -> str | None:
+        """graphrunner's broker when it is not its store's Redis: RabbitMQ, or with a cluster the private
+        Redis (the workers reach it directly: `--rtt-ms` needs `--store redis`)."""
+        if self.topology.rabbitmq:
+            return self.topology.rabbitmq.url
+        return self.url if self.cluster else None
+
+    @property
+    def result_backend_url(self) -> str | None:
+        """Celery's result backend, when graphrunner cannot take it from its store or broker: the
+        private Redis, with a cluster and RabbitMQ."""
+        return self.url if self.cluster and self.topology.rabbitmq else None
+
     def probe(self, worker: Worker, cluster: bool) -> CpuProbe:
-        """A CPU probe for this Redis, `worker` and, if `cluster`, the cluster's nodes."""
+        """A CPU probe for this Redis, `worker`, the RabbitMQ node and the proxy if any and, if
+        `cluster`, the cluster's nodes."""
         assert self.server.process is not None
         nodes = self.cluster.pids if cluster and self.cluster else ()
-        return CpuProbe(self.server.process.pid, worker.process.pid, nodes)
+        return CpuProbe(self.server.process.pid, worker.process.pid, nodes, self.topology.cpu_groups())
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -150,7 +177,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"exit {BELOW_FLOOR} (and say so on stderr) when a plain graphrunner side's steps/s ratio is "
         f"under this (default {FLOOR}; 0: never)",
     )
+    topology.add_arguments(p)
     args = p.parse_args(argv)
+    topology.check_arguments(p, args)
     args.graphs = [g for g in args.graphs.split(",") if g]
     args.prefetch = [int(x) for x in args.prefetch.split(",") if x]
     return args
@@ -164,10 +193,13 @@ def say(message: str) -> None:
 def baseline_phase(bench: Bench, prefetch: int, events: bool) -> Phase:
     """The bare Celery worker (with or without task events) and its driver."""
     options = WorkerOptions(concurrency=bench.args.concurrency, loglevel=bench.args.loglevel)
+    rabbitmq = bench.topology.rabbitmq
     env = {
-        "BENCH_REDIS_URL": bench.url,
+        "BENCH_REDIS_URL": bench.worker_url,
         "BENCH_PREFETCH": str(prefetch),
         "BENCH_EVENTS": "1" if events else "0",
+        # read by Celery before the broker benchmarks/baseline.py configures (its Redis)
+        **({"CELERY_BROKER_URL": rabbitmq.url} if rabbitmq else {}),
     }
     side = BASELINE_EVENTS if events else report.BASELINE
     return Phase(
@@ -182,10 +214,11 @@ def graphrunner_phase(bench: Bench, prefetch: int, events: bool, otel: bool = Fa
     """The graphrunner worker (task events off, its default, or on; tracing off, its default, or
     on to the OTLP sink) and one driver per loop graph."""
     options = WorkerOptions(concurrency=bench.args.concurrency, loglevel=bench.args.loglevel)
-    broker = bench.url if bench.cluster else None
+    broker, backend = bench.broker_url, bench.result_backend_url
     env = {
-        "GRAPHRUNNER_REDIS_URL": bench.store_url,
+        "GRAPHRUNNER_REDIS_URL": bench.cluster.url if bench.cluster else bench.worker_url,
         **({"GRAPHRUNNER_BROKER_URL": broker} if broker else {}),
+        **({"GRAPHRUNNER_RESULT_BACKEND_URL": backend} if backend else {}),
         "GRAPHRUNNER_PREFETCH": str(prefetch),
         "GRAPHRUNNER_QUIET": "1",
         "GRAPHRUNNER_TASK_EVENTS": "1" if events else "0",
@@ -195,7 +228,9 @@ def graphrunner_phase(bench: Bench, prefetch: int, events: bool, otel: bool = Fa
 
     def drivers() -> dict[str, Driver]:
         return {
-            k + suffix: GraphDriver(bench.store_url, prefetch, k, events=events, broker_url=broker)
+            k + suffix: GraphDriver(
+                bench.store_url, prefetch, k, events=events, broker_url=broker, result_backend_url=backend
+            )
             for k in bench.args.graphs
         }
 
@@ -306,7 +341,16 @@ def count_chain(bench: Bench, phase: Phase, driver: Driver, worker: Worker, step
     return result.per_step(steps)
 
 
-def environment(url: str) -> dict[str, Any]:
+def announce(topo: Topology) -> None:
+    """Say on stderr where the RabbitMQ node and the proxy are."""
+    if topo.rabbitmq:
+        node = topo.rabbitmq
+        say(f"private RabbitMQ {node.version} at {node.url} (process group {node.pgid})")
+    if topo.proxy:
+        say(f"RTT proxy (+{topo.proxy.rtt_ms:g} ms) on port {topo.proxy.port}, pid {topo.proxy.pid}")
+
+
+def environment(url: str, topo: Topology | None = None) -> dict[str, Any]:
     """Versions and machine facts that go with the figures."""
     server = redis.Redis.from_url(url)
     try:
@@ -314,11 +358,14 @@ def environment(url: str) -> dict[str, Any]:
     finally:
         server.close()
     packages = ("celery", "kombu", "redis", "graphrunner")
+    node = topo.rabbitmq if topo else None
+    rabbitmq = {"rabbitmq_server": node.version, "amqp": version("amqp")} if node else {}
     return {
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cpus": len(os.sched_getaffinity(0)),
         "redis_server": redis_version,
+        **rabbitmq,
         **{name: version(name) for name in packages},
     }
 
@@ -340,6 +387,7 @@ def measure(bench: Bench) -> dict[str, Any]:
             counts.update(count_roundtrips(bench, phase, args.roundtrip_steps))
     return {
         "store": store_facts(bench),
+        **bench.topology.facts(),
         "rows": results.rows(),
         "prefetch": report.prefetch_summary(results, scenarios[1].label),
         "roundtrips": counts,
@@ -348,24 +396,28 @@ def measure(bench: Bench) -> dict[str, Any]:
 
 def store_facts(bench: Bench) -> dict[str, Any]:
     """Where graphrunner's run state was (the JSON line's `store`)."""
+    rabbitmq = bench.topology.rabbitmq is not None
     if bench.cluster is None:
-        return {"kind": "redis", "broker": "the same Redis"}
+        return {"kind": "redis", "broker": "RabbitMQ" if rabbitmq else "the same Redis"}
     shards = Settings().cluster_shards  # the workers' and the drivers' default: no GRAPHRUNNER_* is set
     return {
         "kind": "cluster",
         "masters": len(bench.cluster.ports),
         "shards": shards,
-        "broker": "private Redis",
+        "broker": "RabbitMQ" if rabbitmq else "private Redis",
     }
 
 
 def store_line(store: dict[str, Any]) -> str:
     """The store, as the first line of the tables."""
     if store["kind"] == "redis":
-        return "graphrunner store: the private Redis, also its broker (--store redis)"
+        also = "" if store["broker"] == "RabbitMQ" else ", also its broker"
+        return f"graphrunner store: the private Redis{also} (--store redis)"
+    amqp = store["broker"] == "RabbitMQ"
+    broker = "RabbitMQ (result backend: the private Redis)" if amqp else "the private Redis"
     return (
         f"graphrunner store: a private Redis Cluster of {store['masters']} masters, {store['shards']} "
-        "shards; broker: the private Redis (--store cluster); the baseline: the private Redis"
+        f"shards; broker: {broker} (--store cluster); the baseline's state: the private Redis"
     )
 
 
@@ -373,6 +425,8 @@ def show(figures: dict[str, Any]) -> None:
     """Print the tables on stdout."""
     clustered = figures["store"]["kind"] == "cluster"
     print(store_line(figures["store"]))
+    for line in topology.lines(figures):
+        print(line)
     print(report.table(figures["rows"]))
     for line in figures["prefetch"]:
         print(line)
@@ -380,25 +434,29 @@ def show(figures: dict[str, Any]) -> None:
     if cpu:
         print("\nCPU time per step (median, microseconds) by process; worker = main + pool")
         if clustered:
-            print("redis = the private Redis (broker; the baseline's state), cluster = all cluster nodes")
+            role = "result backend" if figures["broker"]["kind"] == "amqp" else "broker"
+            print(f"redis = the private Redis ({role}; the baseline's state), cluster = all cluster nodes")
         print(cpu)
     verdicts = report.verdicts(figures["rows"])
     if verdicts:
         print("\nDESIGN §9 targets (medians)")
         print(verdicts)
     if figures["roundtrips"]:
-        show_roundtrips(figures["roundtrips"], clustered)
+        show_roundtrips(figures["roundtrips"], clustered, figures["broker"]["kind"] == "amqp")
 
 
-def show_roundtrips(counts: dict[str, dict[str, Any]], clustered: bool) -> None:
+def show_roundtrips(counts: dict[str, dict[str, Any]], clustered: bool, amqp: bool = False) -> None:
     """The commands per step; the round-trip verdict where it applies (the broker on the store's Redis)."""
-    if not clustered:
+    if not clustered and not amqp:
         print("\nRedis commands per step (MONITOR, one chain)")
         print(report.roundtrip_table(counts))
         print("\n" + report.roundtrip_verdicts(counts))
         return
-    print("\nRedis commands per step (one chain): MONITOR of the private Redis; cluster = INFO commandstats")
-    print("summed over the masters (in-script calls included, so no round trips)")
+    if clustered:
+        print("\nRedis commands per step (one chain): MONITOR of the private Redis; cluster = INFO")
+        print("commandstats summed over the masters (in-script calls included, so no round trips)")
+    else:
+        print("\nRedis commands per step (MONITOR, one chain; the broker, RabbitMQ, is not counted)")
     print(report.roundtrip_table(counts))
     print("\nround-trip target (store + publish <= 2): not checked, the broker is not the store's Redis")
 
@@ -425,13 +483,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         terminate_as_exit(),
         EmbeddedRedis() as server,
         cluster_for(args.store) as cluster,
+        topology.started(args, server.url) as topo,
         otlp_sink(args.otel) as otlp,
     ):
         say(f"private Redis at {server.url}")
         if cluster:
             say(f"private Redis Cluster at {cluster.url}: ports {cluster.ports}, pids {cluster.pids}")
-        figures = measure(Bench(server, args, cluster, otlp))
-        env = environment(server.url)
+        announce(topo)
+        figures = measure(Bench(server, args, cluster, otlp, topo))
+        env = environment(server.url, topo)
     env["load_average"] = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
     show(figures)
     if args.json:

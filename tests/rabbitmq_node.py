@@ -1,6 +1,9 @@
 """A private RabbitMQ node for the tests: this machine's `rabbitmq-server`, its own node name,
 ports (AMQP, distribution, epmd) and directories, stopped by PID when the tests are done.
 
+The benchmarks' `--broker amqp` starts its node with this module too (benchmarks/rabbitmq.py
+loads it from this file): one launcher for both.
+
 It never touches a RabbitMQ already running here: the node name, every port and the Erlang
 cookie (in its own HOME) are its own, and it runs its own epmd. `rabbitmq-server` (the
 wrapper in PATH) drops to the `rabbitmq` user when started as root; the node is started with
@@ -65,11 +68,16 @@ class RabbitMQNode:
     same port, node name and data directory, so durable queues and persistent messages survive.
     """
 
-    def __init__(self, start_timeout: float = 90.0, rabbit: Mapping[str, int | str] | None = None) -> None:
+    def __init__(
+        self,
+        start_timeout: float = 90.0,
+        rabbit: Mapping[str, int | str] | None = None,
+        prefix: str = "graphrunner-test",
+    ) -> None:
         self.port = free_port()
         self.dist_port = free_port()
         self.epmd_port = free_port()
-        self.name = f"graphrunner-test-{uuid.uuid4().hex[:8]}@localhost"
+        self.name = f"{prefix}-{uuid.uuid4().hex[:8]}@localhost"
         self.start_timeout = start_timeout
         self.rabbit = dict(rabbit or {})
         self.dir = Path(tempfile.mkdtemp(prefix="graphrunner-rabbitmq-"))
@@ -108,6 +116,7 @@ class RabbitMQNode:
             "RABBITMQ_NODE_PORT": str(self.port),
             "RABBITMQ_DIST_PORT": str(self.dist_port),
             "ERL_EPMD_PORT": str(self.epmd_port),
+            "ERL_EPMD_ADDRESS": "127.0.0.1",  # its epmd listens on loopback only
             "RABBITMQ_MNESIA_BASE": str(self.dir / "mnesia"),
             "RABBITMQ_LOG_BASE": str(self.dir / "log"),
             "RABBITMQ_ENABLED_PLUGINS_FILE": str(self.dir / "enabled_plugins"),

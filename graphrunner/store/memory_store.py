@@ -411,10 +411,13 @@ class MemoryStore(MemoryAux):
         with self._lock:
             return list(self._outboxes.get(run_id, ()))
 
-    def trim_outbox(self, run_id: str, count: int) -> None:
-        """Drop the `count` oldest outbox messages of the run."""
+    def drop_outbox(self, run_id: str, sends: Sequence[Send]) -> None:
+        """Drop these messages (published) from the run's outbox, each by its tag."""
+        tags = {s.tag for s in sends}
         with self._lock:
-            del self._outboxes[run_id][:count]
+            kept = [s for s in self._outboxes.get(run_id, ()) if s.tag not in tags]
+            if run_id in self._outboxes:
+                self._outboxes[run_id] = kept
 
     # -- items -------------------------------------------------------------------------------------------
 

@@ -511,9 +511,20 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         raw = self._call(lambda: self.redis.lrange(self.keys.outbox(run_id), 0, -1))
         return [Send(**json.loads(r)) for r in raw]
 
-    def trim_outbox(self, run_id: str, count: int) -> None:
-        """Drop the `count` oldest outbox messages of the run (they have been published)."""
-        self._call(lambda: self.redis.ltrim(self.keys.outbox(run_id), count, -1))
+    def drop_outbox(self, run_id: str, sends: Sequence[Send]) -> None:
+        """Drop these messages (published) from the run's outbox, each by its entry: never another
+        publisher's, which a commit that came in between may have put there (one round trip)."""
+        if not sends:
+            return
+        key = self.keys.outbox(run_id)
+
+        def drop() -> None:
+            pipe = self.redis.pipeline(transaction=False)  # one key: one slot
+            for send in sends:
+                pipe.lrem(key, 1, json.dumps(send.entry()))
+            pipe.execute()
+
+        self._call(drop)
 
     # -- listing -------------------------------------------------------------------------------------
 

@@ -111,6 +111,26 @@ def test_an_unpublished_outbox_is_published() -> None:
         mc.close()
 
 
+def test_a_commit_publishes_only_its_own_outbox_messages() -> None:
+    # On RabbitMQ the next step can commit (and publish) before the previous publisher has
+    # dropped its message from the outbox: each publishes exactly its own, once, and drops it
+    # by entry, so neither is published twice nor dropped unpublished (issue 27).
+    mc = MemoryCluster(MemoryStore(direct=False))
+    try:
+        run_id = submit(mc, LINEAR)
+        publisher = mc.cluster.publisher
+        first, second = (publisher.encode(publisher.step(mc.snap(run_id), None)) for _ in range(2))
+        mc.store.queues[mc.settings.queue].clear()
+        mc.store.push([first, second], run_id)  # both committed, neither published yet
+        assert publisher.flush(run_id, [second]) == 1  # the later commit's publisher is first
+        assert mc.store.outbox(run_id) == [first]
+        assert publisher.flush(run_id, [first]) == 1
+        assert mc.store.outbox(run_id) == []
+        assert len(mc.store.queues[mc.settings.queue]) == 2  # each published once
+    finally:
+        mc.close()
+
+
 def test_a_parent_whose_wake_up_was_lost_is_woken(mc: MemoryCluster, tmp_path: Path) -> None:
     run_id = mc.client.submit(load_graph(child_graphs(tmp_path))).id
     child_id = f"{run_id}.2"

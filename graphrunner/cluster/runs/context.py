@@ -80,7 +80,7 @@ class Cluster:
         if not committed.committed:
             return False
         if sends and not self.store.direct:
-            self.publisher.flush(new.run_id, [s for s in sends if s.due is None], committed.outbox)
+            self.publisher.flush(new.run_id, [s for s in sends if s.due is None])
         return True
 
     def following(self, snap: RunSnapshot, graph: CompiledGraph | None) -> list[Outgoing]:

@@ -174,19 +174,24 @@ class Publisher:
         self.store.push(self.encode_all(outs), run_id)
         self.flush(run_id)
 
-    def flush(self, run_id: str, committed: Sequence[Send] = (), held: int | None = None) -> int:
-        """Publish what the run's outbox holds (nothing to do when direct); how many were published.
+    def flush(self, run_id: str, committed: Sequence[Send] = ()) -> int:
+        """Publish messages of the run's outbox (nothing to do when direct); how many were published.
 
-        A commit passes the messages it put in the outbox (`committed`) and how many the outbox
-        `held` after it: when those are all, they are published without reading the outbox.
+        A commit passes the messages it put there (`committed`) and publishes exactly those: the
+        next step may commit (and publish its own) before this one is done, so whatever else the
+        outbox holds is another publisher's, or a dead one's, left to the sweeper (which passes
+        nothing and publishes all). Each published message is dropped from the outbox by its
+        entry, never by position: a message another commit put there meanwhile stays.
         """
         if self.store.direct:
             return 0
-        pending = list(committed) if committed and held == len(committed) else self.store.outbox(run_id)
+        pending = [s for s in committed if s.gather is None] if committed else self.store.outbox(run_id)
+        gathered = {s.tag for s in committed if s.gather is not None}
+        if gathered:  # a gathered wake-up is in the outbox only when none was pending
+            pending += [s for s in self.store.outbox(run_id) if s.tag in gathered]
         for send in pending:
             self.publish(send)
-        if pending:
-            self.store.trim_outbox(run_id, len(pending))
+        self.store.drop_outbox(run_id, pending)
         return len(pending)
 
     def publish(self, send: Send) -> None:
