@@ -11,10 +11,13 @@ import argparse
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
+
+import redis
 
 from benchmarks import memory, report, topology
 from benchmarks.fanout import ChordDriver, FanOut, FanOutDriver, ForeachDriver
@@ -57,6 +60,10 @@ class Run:
     join_role: str
     join_peak_mb: float | None
     pool_peak_mb: float | None
+    main_peak_mb: float | None = None  # the worker's own process (the consumer)
+    redis_used_mb: float | None = None  # Redis's used_memory at the end of the fan-out
+    redis_peak_mb: float | None = None  # Redis's used_memory, sampled during the fan-out: its maximum
+    calls_per_item: float | None = None  # Redis commands per item (INFO commandstats, scripts' too)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -82,6 +89,8 @@ def sides(bench: Bench) -> list[Side]:
     url, prefetch, broker = bench.url, bench.args.prefetch, bench.broker_url
     chord = baseline_phase(bench, prefetch, False)
     foreach = graphrunner_phase(bench, prefetch, False)
+    # a result per item in state: 100,000 of them outgrow the default 1 MiB limit (both sides hold them)
+    foreach.env["GRAPHRUNNER_MAX_STATE_BYTES"] = str(max(1 << 20, 64 * max(bench.args.sizes)))
     return [
         Side(report.BASELINE, chord, lambda: ChordDriver(url, prefetch)),
         Side(GRAPHRUNNER, foreach, lambda: ForeachDriver(url, prefetch, broker)),
@@ -103,8 +112,11 @@ def run_side(bench: Bench, side: Side, size: int, results: report.Results, runs:
         driver = side.driver()
         try:
             timed(driver, WARM_UP, worker)
+            probe = RedisProbe(bench.url)
             f = timed(driver, size, worker)
+            used, peak, calls = probe.read(size)
             run = _run(side.name, f, worker.process.pid)
+            run = replace(run, redis_used_mb=used, redis_peak_mb=peak, calls_per_item=calls)
         finally:
             driver.close()
     runs.append(run)
@@ -112,15 +124,47 @@ def run_side(bench: Bench, side: Side, size: int, results: report.Results, runs:
     say(
         f"{side.name:11} {size:>6} items: {f.rate:7.0f} items/s ({f.seconds:.2f} s, submit "
         f"{f.submit_seconds:.2f} s); join pid {f.join_pid} ({run.join_role}) VmHWM {run.join_peak_mb} MB, "
-        f"pool max {run.pool_peak_mb} MB"
+        f"pool max {run.pool_peak_mb} MB, main {run.main_peak_mb} MB; Redis {run.redis_used_mb} MB "
+        f"(peak {run.redis_peak_mb} MB), {run.calls_per_item} commands/item"
     )
+
+
+class RedisProbe:
+    """Redis's memory and the commands it ran during one fan-out: commandstats reset when it
+    begins, used_memory sampled every `EVERY` seconds (used_memory_peak cannot be reset)."""
+
+    EVERY = 0.2
+
+    def __init__(self, url: str) -> None:
+        self.client = redis.Redis.from_url(url, decode_responses=True)
+        self.client.config_resetstat()
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="redis-probe", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.EVERY):
+            self.peak = max(self.peak, int(self.client.info("memory")["used_memory"]))
+
+    def read(self, items: int) -> tuple[float, float, float]:
+        """used_memory now, its sampled maximum (MB), and the commands per item since the reset."""
+        self._stop.set()
+        self._thread.join()
+        try:
+            used = int(self.client.info("memory")["used_memory"])
+            calls = sum(int(v["calls"]) for v in self.client.info("commandstats").values())
+        finally:
+            self.client.close()
+        mb = 2**20
+        return round(used / mb, 1), round(max(used, self.peak) / mb, 1), round(calls / items, 1)
 
 
 def _run(side: str, f: FanOut, worker_pid: int) -> Run:
     """The timing and the memory figures of one fan-out, read while the worker is still up."""
     pid = f.join_pid
     pool = memory.group_peaks(worker_pid)
-    pool.pop(worker_pid, None)
+    main = pool.pop(worker_pid, None)
     return Run(
         f.items,
         side,
@@ -130,6 +174,7 @@ def _run(side: str, f: FanOut, worker_pid: int) -> Run:
         "?" if pid is None else memory.role(pid, worker_pid),
         None if pid is None else memory.peak_mb(pid),
         max(pool.values()) if pool else None,
+        main,
     )
 
 
@@ -164,6 +209,9 @@ def rows(results: report.Results, runs: list[Run], prefetch: int) -> list[dict[s
                 "join_peak_mb": _max(r.join_peak_mb for r in mine),
                 "join_roles": sorted({r.join_role for r in mine}),
                 "pool_peak_mb": _max(r.pool_peak_mb for r in mine),
+                "main_peak_mb": _max(r.main_peak_mb for r in mine),
+                "redis_peak_mb": _max(r.redis_peak_mb for r in mine),
+                "calls_per_item": _max(r.calls_per_item for r in mine),
                 "runs": [asdict(r) for r in mine],
             }
         )
@@ -185,6 +233,9 @@ def table(records: list[dict[str, Any]]) -> str:
         f"target >= {TARGET:.2f}x",
         "join pid VmHWM MB",
         "pool max VmHWM MB",
+        "main VmHWM MB",
+        "Redis max MB (sampled)",
+        "Redis calls/item",
         "each run (items/s)",
     )
     body = [
@@ -196,6 +247,9 @@ def table(records: list[dict[str, Any]]) -> str:
             "" if r["met"] is None else ("met" if r["met"] else "NOT met"),
             _mb(r["join_peak_mb"], f" ({'/'.join(r['join_roles'])})"),
             _mb(r["pool_peak_mb"]),
+            _mb(r["main_peak_mb"]),
+            _mb(r["redis_peak_mb"]),
+            _mb(r["calls_per_item"]),
             ", ".join(f"{x:.0f}" for x in r["rates"]),
         )
         for r in records
