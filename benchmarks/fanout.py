@@ -67,7 +67,7 @@ class ChordDriver:
         started = time.time()
         result = chord(header, body.s(key)).apply_async()
         submitted = time.time()
-        done = self._wait(key, time.monotonic() + timeout)
+        done = self.body_record(key, time.monotonic() + timeout)
         # Release the client's pending results (and their pub/sub subscriptions) while Redis is up;
         # this also deletes the stored part results. Outside the timed window.
         result.forget()
@@ -75,7 +75,7 @@ class ChordDriver:
             raise RuntimeError(f"chord body {key} joined {done['n']} results, expected {items}")
         return FanOut(items, float(done["t"]) - started, submitted - started, int(done["pid"]))
 
-    def _wait(self, key: str, deadline: float) -> dict[str, Any]:
+    def body_record(self, key: str, deadline: float) -> dict[str, Any]:
         """What the body recorded, once it has run."""
         while time.monotonic() < deadline:
             raw = self.poll.get(key)

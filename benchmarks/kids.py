@@ -28,7 +28,7 @@ from celery import chain, chord
 
 from benchmarks import baseline, baseline_chord, graphs, report
 from benchmarks.cpu import CpuProbe, per_step
-from benchmarks.drivers import POLL_SECONDS, poll_client
+from benchmarks.fanout import ChordDriver
 from benchmarks.processes import Worker, running_worker, terminate_as_exit
 from benchmarks.record_probe import Probe, command_calls, without_probe
 from benchmarks.steps import Bench, Phase, baseline_phase, check_quiet, environment, graphrunner_phase, say
@@ -184,9 +184,8 @@ class ChainChordDriver:
 
     def __init__(self, url: str, prefetch: int, steps: int, interval: float) -> None:
         self.url, self.steps, self.interval = url, steps, interval
-        self.app = baseline.create_app(url, prefetch=prefetch)
-        baseline_chord.register(self.app, url)
-        self.poll = poll_client(url)
+        self.bare = ChordDriver(url, prefetch)  # the baseline app, its poll client, the body's wait
+        self.app, self.poll = self.bare.app, self.bare.poll
 
     def run(self, items: int, timeout: float) -> Run:
         """Apply the chord; time from just before `apply_async` to the body's commit."""
@@ -200,7 +199,7 @@ class ChainChordDriver:
         try:
             result = chord(header, body.s(key)).apply_async()
             submitted = time.time()
-            done = self._wait(key, time.monotonic() + timeout)
+            done = self.bare.body_record(key, time.monotonic() + timeout)
         finally:
             probe.stop()
         delta = without_probe(command_calls(self.poll) - calls, len(probe.samples))
@@ -222,20 +221,9 @@ class ChainChordDriver:
         """One header entry: `k` no-op parts in a line (the part itself when k is 1)."""
         return part.si(i) if self.steps == 1 else chain(*(part.si(i) for _ in range(self.steps)))
 
-    def _wait(self, key: str, deadline: float) -> dict[str, Any]:
-        """What the body recorded, once it has run."""
-        while time.monotonic() < deadline:
-            raw = self.poll.get(key)
-            if raw:
-                done: dict[str, Any] = json.loads(str(raw))
-                return done
-            time.sleep(POLL_SECONDS)
-        raise TimeoutError(f"baseline chord {key} did not finish in time")
-
     def close(self) -> None:
         """Release the driver's connections."""
-        self.app.close()
-        self.poll.close()
+        self.bare.close()
 
 
 class KidsDriver:
