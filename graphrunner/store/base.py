@@ -69,7 +69,6 @@ class Committed:
     committed: bool
     current_step: int | None = None
     current_status: str | None = None
-    outbox: int = 0  # messages in the run's outbox once committed (its sends, and any left before)
 
 
 @dataclass(frozen=True)
@@ -270,8 +269,6 @@ class ItemStore(Protocol):
     ) -> Saved: ...
 
     def count_items(self, run_id: str, tag: str) -> int: ...
-
-    def load_items(self, run_id: str, tag: str, total: int) -> list[dict[str, Any] | None]: ...
 
     def item_records(self, run_id: str, tag: str, total: int) -> Iterator[dict[str, Any] | None]: ...
 

@@ -185,7 +185,7 @@ class MemoryStore(MemoryAux):
             self._set_progress(snap.run_id, progress)
             if fence.status != snap.status.value:
                 self._restatus(run, fence.status, snap.status.value, now)
-            return Committed(True, outbox=len(self._outboxes.get(snap.run_id, ())))
+            return Committed(True)
 
     def _write(self, run: _Run, snap: RunSnapshot, now: int) -> None:
         run.fields.update(
@@ -456,10 +456,6 @@ class MemoryStore(MemoryAux):
     def count_items(self, run_id: str, tag: str) -> int:
         """How many distinct items of a foreach have a result."""
         return len(self._items.get((run_id, tag), {}))
-
-    def load_items(self, run_id: str, tag: str, total: int) -> list[dict[str, Any] | None]:
-        """The results of items 0..total-1 in item order (None where missing)."""
-        return list(self.item_records(run_id, tag, total))
 
     def item_records(self, run_id: str, tag: str, total: int) -> Iterator[dict[str, Any] | None]:
         """The results of items 0..total-1 in item order (None where missing), one at a time."""

@@ -54,10 +54,6 @@ class ItemsMixin(RedisConnection):
         """How many distinct items of a foreach have a result."""
         return int(self._call(lambda: self.redis.hlen(self.keys.items(run_id, tag))))
 
-    def load_items(self, run_id: str, tag: str, total: int) -> list[dict[str, Any] | None]:
-        """The results of items 0..total-1 in item order (None where missing)."""
-        return list(self.item_records(run_id, tag, total))
-
     def item_records(self, run_id: str, tag: str, total: int) -> Iterator[dict[str, Any] | None]:
         """The results of items 0..total-1 in item order (None where missing), read a page of
         `ITEMS_BATCH` at a time as they are asked for and decoded one at a time: a reader folding

@@ -304,7 +304,7 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         if int(reply[0]) == 0:
             step = int(reply[1]) if reply[1] not in ("", None) else None
             return Committed(False, step, str(reply[2]) or None)
-        return Committed(True, outbox=int(reply[1]))
+        return Committed(True)
 
     def _message_keys(self, run_id: str, sends: Sequence[Send]) -> list[str]:
         """The keys the `sends.lua` library writes: timers, timer bodies, outbox, then push queues."""

@@ -271,7 +271,7 @@ def test_an_item_run_twice_is_recorded_once_and_the_first_record_stands(
         worker_runtime.items.execute(msg, queue="graphrunner", shadow="t:item")
     assert len(lines(tmp_path / "calls-11")) == 2  # it ran twice (at least once) ...
     assert cluster.store.count_items(run_id, tag) == 1  # ... and is counted once
-    first, stored, last = cluster.store.load_items(run_id, tag, 3)
+    first, stored, last = list(cluster.store.item_records(run_id, tag, 3))
     assert first is None and last is None and stored is not None
     timing = {k: stored.pop(k) for k in ("at", "ms", "worker")}  # when, how long and where it ran
     assert stored == {
@@ -294,7 +294,7 @@ def test_an_item_task_sent_twice_through_the_broker_is_counted_once(
     ran_twice = lambda: len(lines(tmp_path / "calls-20")) == 2  # noqa: E731
     wait_for(lambda: ran_twice() and cluster.store.count_items(run_id, tag) >= 1, 30, "both item tasks")
     assert cluster.store.count_items(run_id, tag) == 1
-    [record] = cluster.store.load_items(run_id, tag, 1)
+    [record] = list(cluster.store.item_records(run_id, tag, 1))
     assert record is not None and record["ok"] is True
     assert record["result"]["value"] == 20 and record["result"]["call"] in (1, 2)
     cluster.store.drop_items(run_id, tag)

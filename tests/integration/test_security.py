@@ -107,7 +107,7 @@ def test_a_signed_item_the_run_may_not_make_is_permission_denied(
     signed = Signer.of(Settings(), cluster.store).sign(_payload(run_id, graph, tag, marker))
     worker_runtime.app.send_task(ITEM_TASK, args=[signed], queue="graphrunner")
     wait_for(lambda: cluster.store.count_items(run_id, tag) == 1, 30, "the item's record")
-    [record] = cluster.store.load_items(run_id, tag, 1)
+    [record] = list(cluster.store.item_records(run_id, tag, 1))
     assert record is not None and record["ok"] is False
     assert record["error"]["type"] == "permission_denied" and "'tool:shell'" in record["error"]["message"]
     assert not marker.exists()

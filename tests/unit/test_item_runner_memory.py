@@ -50,7 +50,7 @@ def item_message(mc: MemoryCluster, run_id: str, index: int = 0) -> ItemMessage:
 
 
 def stored(mc: MemoryCluster, run_id: str) -> dict[str, Any] | None:
-    [record] = mc.store.load_items(run_id, TAG, 1)
+    [record] = list(mc.store.item_records(run_id, TAG, 1))
     return record
 
 

@@ -123,7 +123,7 @@ def fold_records(
 
 
 def outcome_of(index: int, item: Any, record: ItemRecord | dict[str, Any] | None) -> ItemOutcome:
-    """An item's outcome from its record (read, or as the store's `load_items` returns it)."""
+    """An item's outcome from its record (read, or as the store's `item_records` yields it)."""
     read = record.model_dump() if isinstance(record, ItemRecord) else record
     return ItemOutcome(index, item, _read(index, read))
 

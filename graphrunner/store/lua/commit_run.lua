@@ -12,7 +12,7 @@
 -- [13] expiry member, then k and k transcript records, then w and w nodes walked, then sends
 -- A transcript entry is {r = record}, plus {s = new status} when the commit leaves the run not
 -- running (finished, paused, pending).
--- Returns {1, outbox length} when committed, {0, current step, current status, current phase}
+-- Returns {1} when committed, {0, current step, current status, current phase}
 -- when fenced off.
 local run = KEYS[1]
 local current = redis.call('HMGET', run, 'step', 'status', 'phase')
@@ -77,4 +77,4 @@ if old ~= new then
     end
   end
 end
-return {1, redis.call('LLEN', KEYS[7])}
+return {1}
