@@ -2,6 +2,7 @@
 
 from graphrunner.store.base import (
     VERSIONS_KEPT,
+    Ack,
     Committed,
     Created,
     DeadLetter,
@@ -21,6 +22,7 @@ from graphrunner.store.redis_store import RedisStore
 
 __all__ = [
     "VERSIONS_KEPT",
+    "Ack",
     "Committed",
     "Created",
     "Cursor",

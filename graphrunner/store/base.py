@@ -63,12 +63,25 @@ class Fence:
 
 
 @dataclass(frozen=True)
+class Ack:
+    """The broker message a commit acknowledges in its own write, when the broker is the store's
+    Redis: its delivery `tag` leaves kombu's records of unacknowledged messages (the hash
+    `unacked` and the sorted set `index`), so it can never be restored and delivered again."""
+
+    tag: str
+    unacked: str
+    index: str
+
+
+@dataclass(frozen=True)
 class Committed:
-    """The result of `commit`: committed, or fenced off by the run's current step/status."""
+    """The result of `commit`: committed, or fenced off by the run's current step/status;
+    `acked` when the commit also acknowledged the message it was given (`Ack`)."""
 
     committed: bool
     current_step: int | None = None
     current_status: str | None = None
+    acked: bool = False
 
 
 @dataclass(frozen=True)
@@ -195,6 +208,7 @@ class RunStore(Protocol):
         walked: Sequence[str] = (),
         sends: Sequence[Send] = (),
         progress: float | None = None,
+        ack: Ack | None = None,
     ) -> Committed: ...
 
     def run_fields(self, run_id: str) -> dict[str, str]: ...

@@ -21,6 +21,7 @@ from graphrunner.engine import RunSnapshot
 from graphrunner.engine.snapshot import FINISHED
 from graphrunner.store.base import (
     VERSIONS_KEPT,
+    Ack,
     Committed,
     Created,
     Fence,
@@ -166,8 +167,10 @@ class MemoryStore(MemoryAux):
         walked: Sequence[str] = (),
         sends: Sequence[Send] = (),
         progress: float | None = None,
+        ack: Ack | None = None,
     ) -> Committed:
-        """Write the new snapshot, if the run is at `fence`, with everything that follows it."""
+        """Write the new snapshot, if the run is at `fence`, with everything that follows it.
+        Acknowledges nothing (`ack`): no broker keeps this store's messages unacknowledged."""
         with self._lock:
             run = self._run(snap.run_id)
             if run is None:

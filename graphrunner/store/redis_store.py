@@ -23,6 +23,7 @@ from graphrunner.settings import is_cluster_url
 from graphrunner.store import keys
 from graphrunner.store.base import (
     VERSIONS_KEPT,
+    Ack,
     Committed,
     Created,
     Fence,
@@ -257,15 +258,18 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         walked: Sequence[str] = (),
         sends: Sequence[Send] = (),
         progress: float | None = None,
+        ack: Ack | None = None,
     ) -> Committed:
         """Write the new snapshot, if the run is at `fence`, with everything that follows it.
 
         In one atomic write: the snapshot (without its path, which grows every step: the
         nodes `walked` are appended to a list), the transcript `records` (JSON), the status
         indexes and expiry when the status changes, the sweeper's `progress` deadline (epoch
-        s; None once the run is no longer running) and the `sends`.
+        s; None once the run is no longer running), the `sends` and, when this Redis is the
+        broker (`direct`), the acknowledgement of the message being handled (`ack`).
         """
         run_id, old, new = snap.run_id, fence.status, snap.status.value
+        acking = ack if ack is not None and self.direct else None
         shard = self.keys.shard(run_id)
         run_keys = [
             self.keys.run(run_id),
@@ -277,6 +281,7 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
             self.keys.outbox(run_id),
             *_status_keys(shard, snap.graph_id, old, new),
             *self._push_queues(sends),
+            *([acking.index, acking.unacked] if acking else []),
             self.keys.waiters(run_id),  # the last two: whom a commit that settles the run wakes
             self.keys.settle(run_id),
         ]
@@ -299,12 +304,13 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
             len(walked),
             *walked,
             *self._send_args(sends),
+            acking.tag if acking else "",
         ]
         reply = self._call(lambda: self._commit(keys=run_keys, args=args))
         if int(reply[0]) == 0:
             step = int(reply[1]) if reply[1] not in ("", None) else None
             return Committed(False, step, str(reply[2]) or None)
-        return Committed(True)
+        return Committed(True, acked=acking is not None)
 
     def _message_keys(self, run_id: str, sends: Sequence[Send]) -> list[str]:
         """The keys the `sends.lua` library writes: timers, timer bodies, outbox, then push queues."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from graphrunner.settings import Settings
 
@@ -52,3 +53,9 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
 def lines(path: Path) -> list[str]:
     """The lines of a side-effect log (none when it does not exist yet)."""
     return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def multi_calls(conn: redis.Redis) -> int:
+    """MULTI commands Redis ran: a Redis broker's kombu opens one to record a delivered message and,
+    unless the step's commit acknowledged it (cluster/transport/acks.py), one to acknowledge it."""
+    return int(conn.info("commandstats").get("cmdstat_multi", {}).get("calls", 0))

@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from support import first_pid
+import redis
+from support import first_pid, multi_calls, wait_for
 from worker_procs import WorkerProcess
 
 from graphrunner import parse_graph
@@ -44,7 +45,9 @@ def test_two_worker_processes_fifty_concurrent_runs(
     env = {**worker_env, "GRAPHRUNNER_REDIS_URL": private_redis.url}
     workers = start_workers(2, env, tmp_path, concurrency=2)
     client = Client(private_redis.url)
+    broker = redis.Redis.from_url(private_redis.url)
     try:
+        before = multi_calls(broker)
         graph = parse_graph(textwrap.dedent(COUNTER))
         runs = [(k, client.submit(graph, {"k": k})) for k in range(1, 51)]
         for k, run in runs:
@@ -55,7 +58,12 @@ def test_two_worker_processes_fifty_concurrent_runs(
             assert steps == list(range(1, 7))  # every step committed exactly once, in order
         hosts = {s["worker"] for _, run in runs for s in run.steps()}
         assert len(hosts) >= 2
+        # each step's commit acknowledged its message (transport/acks.py): kombu's MULTI to record
+        # each of the 300 messages, none to acknowledge them, and nothing left unacknowledged
+        wait_for(lambda: broker.hlen("unacked") == 0, 30, "every message acknowledged")
+        assert multi_calls(broker) - before < 1.5 * 300
     finally:
+        broker.close()
         client.close()
         for worker in workers:
             worker.stop()

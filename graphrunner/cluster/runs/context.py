@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from graphrunner.cluster.runs.items import ItemRecord
+    from graphrunner.cluster.transport.acks import Delivery
 
 
 @dataclass(frozen=True)
@@ -70,15 +71,23 @@ class Cluster:
         records: Sequence[AnyRecord] = (),
         walked: Sequence[str] = (),
         outs: Sequence[Outgoing] = (),
+        delivery: Delivery | None = None,
     ) -> bool:
         """Commit `new` if the run is at `fence`, with its records and the messages that follow
-        (in the same write), and the sweeper's progress deadline; False when fenced off."""
+        (in the same write), and the sweeper's progress deadline; False when fenced off.
+
+        `delivery`: the message being handled, which the commit acknowledges when the store can
+        (the broker is its Redis); `delivery.acked` says it did.
+        """
         sends = self.publisher.encode_all(outs)
         progress = self.deadline(new)
         encoded = [r.to_json() for r in records]
-        committed = self.store.commit(fence, new, encoded, walked, sends, progress)
+        ack = delivery.pending() if delivery is not None else None
+        committed = self.store.commit(fence, new, encoded, walked, sends, progress, ack)
         if not committed.committed:
             return False
+        if delivery is not None and committed.acked:
+            delivery.acked = True
         if sends and not self.store.direct:
             self.publisher.flush(new.run_id, [s for s in sends if s.due is None])
         return True

@@ -29,6 +29,7 @@ from graphrunner.cluster.runs.items import fold_records
 from graphrunner.cluster.steps import redeliveries
 from graphrunner.cluster.steps.decisions import Checkpoint, Collect, Complete, Decision, Idle, Poll, Suspend
 from graphrunner.cluster.steps.redeliveries import infrastructure
+from graphrunner.cluster.transport import acks
 from graphrunner.cluster.transport.messages import Outgoing, StepMessage
 from graphrunner.cluster.waits.base import Context, Step, fresh, kind_of
 from graphrunner.cluster.waits.timers import restart
@@ -316,7 +317,7 @@ class StepExecutor:
         outs: Sequence[Outgoing] = (),
     ) -> RunSnapshot | None:
         """Commit `new` over `snap` (fenced) with its records and messages; None when fenced off."""
-        if not self.cluster.commit(Fence.of(snap), new, records, walked, outs):
+        if not self.cluster.commit(Fence.of(snap), new, records, walked, outs, acks.current()):
             return None
         taken = spans.current()
         if taken is not None:

@@ -35,10 +35,12 @@ from typing import Any
 
 import redis
 from celery.worker.consumer import Consumer
+from celery.worker.request import Request
 from celery.worker.strategy import default as default_strategy
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 
+from graphrunner.cluster.transport.acks import was_acked
 from graphrunner.cluster.transport.messages import ITEM_TASK, STEP_TASK, ItemMessage, StepMessage
 from graphrunner.errors import BadMessage
 from graphrunner.store import DeadLetter, Store
@@ -146,8 +148,21 @@ class GuardedQoS(kombu_redis.QoS):
     visibility timeout (a finished step's message is then dropped as stale).
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
+        self._committed: set[str] = set()
+
+    def acked_at_commit(self, delivery_tag: str) -> None:
+        """The task's commit removed `delivery_tag` from Redis's unacknowledged messages (see
+        `acks`): its acknowledgement has only this worker's own bookkeeping left to do."""
+        self._committed.add(delivery_tag)
+
     def ack(self, delivery_tag: str) -> None:
         """Acknowledge; if Redis refuses, leave the message to come back."""
+        if delivery_tag in self._committed:
+            self._committed.discard(delivery_tag)
+            virtual.QoS.ack(self, delivery_tag)  # type: ignore[no-untyped-call]
+            return
         try:
             super().ack(delivery_tag)  # type: ignore[no-untyped-call]
         except redis.ResponseError as exc:
@@ -156,6 +171,7 @@ class GuardedQoS(kombu_redis.QoS):
 
     def reject(self, delivery_tag: str, requeue: bool = False) -> None:
         """Reject (requeue); if Redis refuses, leave the message to come back."""
+        self._committed.discard(delivery_tag)
         try:
             super().reject(delivery_tag, requeue=requeue)  # type: ignore[no-untyped-call]
         except redis.ResponseError as exc:
@@ -257,6 +273,34 @@ def guarded(task: Any, app: Any, consumer: Any, **kwargs: Any) -> Callable[..., 
         return None
 
     return handle
+
+
+class CommitAckedRequest(Request):  # type: ignore[misc]
+    """Celery's request of a graphrunner task, whose message its commit may have acknowledged.
+
+    Celery subclasses a task's request class per worker (`create_request_cls`) and overrides
+    `on_success` there, so the check is put in front of the instance's own handler.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        on_success: Callable[..., Any] = self.on_success
+
+        def succeeded(failed__retval__runtime: Any, **kw: Any) -> Any:
+            failed, retval, _ = failed__retval__runtime
+            if not failed and was_acked(retval):
+                _acked_at_commit(self._message)
+            return on_success(failed__retval__runtime, **kw)
+
+        self.__dict__["on_success"] = succeeded  # what the pool calls back (`execute_using_pool`)
+
+
+def _acked_at_commit(message: Any) -> None:
+    """Tell the channel's QoS that `message` is acknowledged in Redis already."""
+    qos = getattr(getattr(message, "channel", None), "qos", None)
+    mark = getattr(qos, "acked_at_commit", None)
+    if mark is not None:
+        mark(message.delivery_tag)
 
 
 def _queue(message: Any) -> str | None:

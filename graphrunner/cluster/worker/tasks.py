@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from celery.exceptions import Reject
 
-from graphrunner.cluster.transport import guard
+from graphrunner.cluster.transport import acks, guard
 from graphrunner.cluster.transport.envelope import SENT_HEADER
 from graphrunner.cluster.transport.messages import ITEM_TASK, STEP_TASK, ItemMessage, StepMessage
 from graphrunner.errors import BadMessage
+from graphrunner.store import RedisStore
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -27,10 +28,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("graphrunner.worker")
 STRATEGY = "graphrunner.cluster.transport.guard:guarded"
+REQUEST = "graphrunner.cluster.transport.guard:CommitAckedRequest"
 
 
 def register_tasks(app: Celery, executor: StepExecutor, items: ItemRunner) -> None:
     """Register the step task (run by `executor`) and the item task (run by `items`) on `app`."""
+
+    # the broker is the store's Redis: a step's commit acknowledges its message (`acks`)
+    acking = executor.store.direct and isinstance(executor.store, RedisStore)
 
     def step(self: Any, *args: Any, **kwargs: Any) -> str:
         """Take one step of a run (thin: parse the message, let the executor do the rest)."""
@@ -41,10 +46,11 @@ def register_tasks(app: Celery, executor: StepExecutor, items: ItemRunner) -> No
             guard.refuse(str(exc), task=STEP_TASK, queue=_queue(self), body=body, store=executor.store)
             return "bad_message"
         try:
-            handled = executor.execute(
-                msg, redelivered=_redelivered(self), sent=_sent(self), queue=_queue(self)
-            )
-            return handled.outcome
+            with acks.handling(acks.delivery_tag(self.request) if acking else None) as delivery:
+                handled = executor.execute(
+                    msg, redelivered=_redelivered(self), sent=_sent(self), queue=_queue(self)
+                )
+            return acks.acked_outcome(handled.outcome, delivery)
         except Exception as exc:
             raise _requeue(f"step {msg.step + 1} of run {msg.run_id}", exc) from None
 
@@ -69,6 +75,7 @@ def register_tasks(app: Celery, executor: StepExecutor, items: ItemRunner) -> No
         "shared": False,
         "ignore_result": True,
         "Strategy": STRATEGY,
+        "Request": REQUEST,
     }
     app.task(name=STEP_TASK, **options)(step)
     # items store no Celery result: the join reads the item records graphrunner keeps, and the

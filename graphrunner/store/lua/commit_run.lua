@@ -5,11 +5,13 @@
 -- KEYS[1] run hash, [2] transcript stream, [3] path list, [4] progress zset, [5] timers zset,
 -- [6] timer bodies hash, [7] outbox list, [8] old status index, [9] new status index,
 -- [10] old status+graph index, [11] new status+graph index, [12] expiry index, [13..] queues,
+-- then, when the commit acknowledges a message, kombu's unacked index and unacked hash,
 -- then (the last two) the run's waiters counter and settle list (see watch_run.lua)
 -- ARGV[1] run id, [2..4] expected step, phase, status, [5..7] new step, phase, status,
 -- [8] snapshot JSON (without state and path), [9] state JSON, [10] now (ms),
 -- [11] progress deadline (ms; '' when the run is no longer running), [12] retention (s),
--- [13] expiry member, then k and k transcript records, then w and w nodes walked, then sends
+-- [13] expiry member, then k and k transcript records, then w and w nodes walked, then sends,
+-- then the delivery tag of the message the commit acknowledges ('' for none)
 -- A transcript entry is {r = record}, plus {s = new status} when the commit leaves the run not
 -- running (finished, paused, pending).
 -- Returns {1} when committed, {0, current step, current status, current phase}
@@ -39,7 +41,12 @@ for j = i + 1, i + w do
   redis.call('RPUSH', KEYS[3], ARGV[j])
 end
 i = i + w + 1
-send_all(i, 13, run, KEYS[5], KEYS[6], KEYS[7], now)
+i = send_all(i, 13, run, KEYS[5], KEYS[6], KEYS[7], now)
+local tag = ARGV[i]
+if tag ~= nil and tag ~= '' then  -- acknowledged: kombu can no longer restore the message
+  redis.call('ZREM', KEYS[#KEYS - 3], tag)
+  redis.call('HDEL', KEYS[#KEYS - 2], tag)
+end
 if ARGV[11] == '' then
   redis.call('ZREM', KEYS[4], ARGV[1])
 else

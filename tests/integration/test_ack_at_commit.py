@@ -1,0 +1,146 @@
+"""A step's message is acknowledged by the commit that takes the step (a Redis broker on the store's Redis).
+
+kombu keeps a delivered message in the hash `unacked` and the sorted set `unacked_index` until
+it is acknowledged. The commit script removes both in its own write; the worker's main process
+then only forgets the message, without the MULTI/ZREM/HDEL/EXEC round trip it otherwise makes
+per message. Messages whose handling commits nothing (a stale duplicate) are acknowledged by
+the main process as before.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from store_contract import snapshot
+from support import multi_calls, wait_for
+
+from graphrunner.client import Client
+from graphrunner.cluster.transport.acks import ACKED, Delivery, acked_outcome, was_acked
+from graphrunner.cluster.transport.broker import UNACKED, UNACKED_INDEX
+from graphrunner.cluster.worker.in_thread import local_worker
+from graphrunner.cluster.worker.runtime import WorkerRuntime
+from graphrunner.embedded import EmbeddedRedis
+from graphrunner.settings import Settings
+from graphrunner.store import Ack, Fence, RedisStore
+
+STEPS = 12
+LOOP = f"""
+id: ack-loop
+state:
+  n: {{type: integer, default: 0}}
+config:
+  start: tick
+nodes:
+  tick:
+    type: gate
+    assign: {{n: "${{state.n + 1}}"}}
+    next:
+      - to: tick
+        when: state.n < {STEPS}
+      - to: $end
+"""
+
+
+def held(store: RedisStore, tag: str) -> tuple[bool, bool]:
+    """Whether kombu's records of unacknowledged messages hold `tag`: (the hash, the index)."""
+    return store.redis.hexists(UNACKED, tag), store.redis.zscore(UNACKED_INDEX, tag) is not None
+
+
+def deliver(store: RedisStore, tag: str) -> None:
+    """Record `tag` as kombu's Redis QoS does when a worker takes a message."""
+    store.redis.hset(UNACKED, tag, json.dumps([{"body": "x"}, "", "graphrunner"]))
+    store.redis.zadd(UNACKED_INDEX, {tag: 1.0})
+
+
+@pytest.fixture
+def store(private_redis: EmbeddedRedis) -> Iterator[RedisStore]:
+    made = RedisStore.from_url(private_redis.url)
+    yield made
+    made.close()
+
+
+def test_a_commit_acknowledges_the_message_it_is_given(store: RedisStore) -> None:
+    first = snapshot()
+    store.create_run(first, "fp")
+    deliver(store, "tag-1")
+    deliver(store, "tag-other")
+    done = store.commit(Fence.of(first), first.model_copy(update={"step": 1}), ack=ack("tag-1"))
+    assert done.committed and done.acked
+    assert held(store, "tag-1") == (False, False)
+    assert held(store, "tag-other") == (True, True)  # nobody else's message
+
+
+def test_a_fenced_off_commit_acknowledges_nothing(store: RedisStore) -> None:
+    first = snapshot()
+    store.create_run(first, "fp")
+    deliver(store, "tag-1")
+    stale = first.model_copy(update={"step": 5})
+    done = store.commit(Fence.of(stale), stale.model_copy(update={"step": 6}), ack=ack("tag-1"))
+    assert not done.committed and not done.acked
+    assert held(store, "tag-1") == (True, True)
+
+
+def test_a_store_whose_redis_is_not_the_broker_acknowledges_nothing(private_redis: EmbeddedRedis) -> None:
+    outbox = RedisStore.from_url(private_redis.url, direct=False)
+    try:
+        first = snapshot()
+        outbox.create_run(first, "fp")
+        deliver(outbox, "tag-1")
+        done = outbox.commit(Fence.of(first), first.model_copy(update={"step": 1}), ack=ack("tag-1"))
+        assert done.committed and not done.acked
+        assert held(outbox, "tag-1") == (True, True)
+    finally:
+        outbox.close()
+
+
+def test_the_outcome_says_so_only_when_a_commit_acknowledged() -> None:
+    delivery = Delivery("tag-1")
+    assert acked_outcome("advanced", delivery) == "advanced" and delivery.pending() is not None
+    delivery.acked = True
+    assert delivery.pending() is None  # a later commit of the same handling acknowledges nothing
+    outcome = acked_outcome("advanced", delivery)
+    assert outcome == "advanced" + ACKED
+    assert was_acked(repr(outcome)) and was_acked(outcome)  # as the main process gets it: its repr
+    assert not was_acked(repr("advanced")) and not was_acked(None) and not was_acked(repr(ACKED + "x"))
+
+
+def ack(tag: str) -> Ack:
+    return Ack(tag, UNACKED, UNACKED_INDEX)
+
+
+def test_a_worker_acknowledges_each_step_in_its_commit(private_redis: EmbeddedRedis, tmp_path: Path) -> None:
+    (tmp_path / "ack-loop.yaml").write_text(textwrap.dedent(LOOP))
+    settings = Settings.from_env().with_redis(private_redis.url)
+    runtime = WorkerRuntime(settings)
+    conn = redis.Redis.from_url(private_redis.url, decode_responses=True)
+    try:
+        with Client(settings=settings) as client, local_worker(runtime, concurrency=2):
+            before = multi_calls(conn)
+            result = client.submit(tmp_path / "ack-loop.yaml").wait(timeout=60)
+            assert result.status == "completed" and result.state["n"] == STEPS
+            wait_for(lambda: conn.hlen(UNACKED) == 0, 30, "every step's message acknowledged")
+            # one MULTI per message (kombu recording it), none to acknowledge: the commits did
+            assert multi_calls(conn) - before < 1.5 * STEPS, "the main process acknowledged committed steps"
+            assert conn.zcard(UNACKED_INDEX) == 0
+
+            # a duplicate of a step already taken commits nothing: the main process acknowledges it
+            finished = runtime.cluster.store.load_run(result.run_id)
+            assert finished is not None
+            stale = runtime.cluster.publisher.encode_all([runtime.cluster.publisher.step(finished, None)])
+            before = multi_calls(conn)
+            runtime.cluster.store.push(stale, finished.run_id)
+            wait_for(
+                lambda: conn.llen(settings.queue) == 0 and conn.hlen(UNACKED) == 0,
+                30,
+                "the stale duplicate taken and acknowledged",
+            )
+            assert conn.zcard(UNACKED_INDEX) == 0
+            assert multi_calls(conn) - before >= 2  # recorded, then acknowledged by the main process
+    finally:
+        conn.close()
+        runtime.close()
