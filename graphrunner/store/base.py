@@ -152,11 +152,13 @@ class Sent:
 
 @dataclass(frozen=True)
 class Saved:
-    """What `save_items` did: how many records were new (`kept`), and whether one of them was the
-    last missing record of the chunk in flight (`completed`: its saver sends the join)."""
+    """What `save_items` did: how many records were new (`kept`), whether one of them was the
+    last missing record of the chunk in flight (`completed`: its saver sends the join), and
+    whether the write acknowledged the item message it was given (`acked`, see `Ack`)."""
 
     kept: int
     completed: bool = False
+    acked: bool = False
 
 
 @dataclass(frozen=True)
@@ -280,6 +282,7 @@ class ItemStore(Protocol):
         records: Sequence[tuple[int, dict[str, Any]]],
         progress: float | None = None,
         upto: int = 0,
+        ack: Ack | None = None,
     ) -> Saved: ...
 
     def count_items(self, run_id: str, tag: str) -> int: ...

@@ -437,9 +437,10 @@ class MemoryStore(MemoryAux):
         records: Sequence[tuple[int, dict[str, Any]]],
         progress: float | None = None,
         upto: int = 0,
+        ack: Ack | None = None,
     ) -> Saved:
         """Record foreach items' results; the first record of an index wins; `completed` when one
-        of them was the `upto`-th."""
+        of them was the `upto`-th. Acknowledges nothing (`ack`), as `commit`."""
         kept, completed = 0, False
         with self._lock:
             items = self._items[(run_id, tag)]

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from graphrunner.store import keys
-from graphrunner.store.base import DeadLetter, Saved, now_ms
+from graphrunner.store.base import Ack, DeadLetter, Saved, now_ms
 from graphrunner.store.redis_conn import RedisConnection
 
 ITEMS_TTL = 7 * 24 * 3600  # item results outlive a stalled foreach, then go
@@ -22,6 +22,7 @@ class ItemsMixin(RedisConnection):
     """Foreach item results: one hash per foreach, the first record of an index wins."""
 
     _save_item: Any
+    direct: bool  # this Redis is the broker (see `RedisStore`)
 
     def save_item(
         self, run_id: str, tag: str, index: int, record: dict[str, Any], progress: float | None = None
@@ -36,19 +37,24 @@ class ItemsMixin(RedisConnection):
         records: Sequence[tuple[int, dict[str, Any]]],
         progress: float | None = None,
         upto: int = 0,
+        ack: Ack | None = None,
     ) -> Saved:
         """Record foreach items' results in one write; the first record of an index wins.
 
         Items are progress: the run's heartbeat is set, and its progress deadline pushed on to
         `progress` (epoch s) when given. `completed`: one of these records was the `upto`-th of
-        the foreach (the last one its chunk in flight waited for).
+        the foreach (the last one its chunk in flight waited for). When this Redis is the broker
+        (`direct`), the same write acknowledges the item message (`ack`).
         """
+        acking = ack if ack is not None and self.direct else None
         item_keys = [self.keys.items(run_id, tag), *self._beat_keys(run_id)]
+        item_keys += [acking.index, acking.unacked] if acking else []
         args: list[Any] = [ITEMS_TTL, now_ms(), run_id, int((progress or 0) * 1000), upto]
+        args.append(acking.tag if acking else "")
         for index, record in records:
             args += [index, json.dumps(record)]
         kept, completed = self._call(lambda: self._save_item(keys=item_keys, args=args))
-        return Saved(int(kept), bool(completed))
+        return Saved(int(kept), bool(completed), acked=acking is not None)
 
     def count_items(self, run_id: str, tag: str) -> int:
         """How many distinct items of a foreach have a result."""

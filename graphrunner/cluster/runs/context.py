@@ -138,14 +138,24 @@ class Cluster:
         self.save_items(run_id, tag, [(index, record)])
 
     def save_items(
-        self, run_id: str, tag: str, records: Sequence[tuple[int, ItemRecord]], upto: int = 0
+        self,
+        run_id: str,
+        tag: str,
+        records: Sequence[tuple[int, ItemRecord]],
+        upto: int = 0,
+        delivery: Delivery | None = None,
     ) -> bool:
         """Record items of the foreach `tag` in one write; the run has made progress. True when one
         of them was the `upto`-th record (the last its chunk in flight waited for): the caller
-        sends the join, and no other save of the chunk does."""
+        sends the join, and no other save of the chunk does. `delivery`: the item message, which
+        the write acknowledges when the store can (as `commit`)."""
         progress = time.time() + self.settings.stall_after
         dumped = [(index, record.model_dump()) for index, record in records]
-        return self.store.save_items(run_id, tag, dumped, progress=progress, upto=upto).completed
+        ack = delivery.pending() if delivery is not None else None
+        saved = self.store.save_items(run_id, tag, dumped, progress=progress, upto=upto, ack=ack)
+        if delivery is not None and saved.acked:
+            delivery.acked = True
+        return saved.completed
 
     def close(self) -> None:
         """Release the connections."""

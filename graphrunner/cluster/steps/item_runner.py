@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from graphrunner.cluster.runs.items import ItemRecord, call_from, failed_record, record_of
 from graphrunner.cluster.steps import redeliveries
 from graphrunner.cluster.steps.redeliveries import infrastructure
+from graphrunner.cluster.transport import acks
 from graphrunner.cluster.transport.messages import ITEM_TASK, ItemMessage, Outgoing
 from graphrunner.cluster.worker.heartbeat import Heartbeats
 from graphrunner.cluster.worker.loops import ThreadLoops
@@ -157,7 +158,7 @@ class ItemRunner:
     def save(self, msg: ItemMessage, records: Sequence[tuple[int, ItemRecord]], queue: str) -> None:
         """Record the items' outcomes in one write (their run makes progress); when one of them is
         the last record the step's chunk waits for, send the step's join (to `queue`)."""
-        if records and self.cluster.save_items(msg.run_id, msg.tag, records, msg.upto):
+        if records and self.cluster.save_items(msg.run_id, msg.tag, records, msg.upto, acks.current()):
             node = str(msg.call.get("node", ""))
             join = self.publisher.join(msg.run_id, msg.step - 1, msg.phase, queue, f"{msg.graph_id}:{node}")
             self.publisher.send(msg.run_id, [join])

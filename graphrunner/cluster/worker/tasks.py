@@ -10,6 +10,7 @@ past GRAPHRUNNER_MAX_REDELIVERIES, fails its run (or its item) instead of loopin
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from celery.exceptions import Reject
@@ -37,6 +38,10 @@ def register_tasks(app: Celery, executor: StepExecutor, items: ItemRunner) -> No
     # the broker is the store's Redis: a step's commit acknowledges its message (`acks`)
     acking = executor.store.direct and isinstance(executor.store, RedisStore)
 
+    def handling(task: Any) -> AbstractContextManager[acks.Delivery | None]:
+        """The task's message, for the commit (or item save) to acknowledge when it can."""
+        return acks.handling(acks.delivery_tag(task.request) if acking else None)
+
     def step(self: Any, *args: Any, **kwargs: Any) -> str:
         """Take one step of a run (thin: parse the message, let the executor do the rest)."""
         try:
@@ -46,7 +51,7 @@ def register_tasks(app: Celery, executor: StepExecutor, items: ItemRunner) -> No
             guard.refuse(str(exc), task=STEP_TASK, queue=_queue(self), body=body, store=executor.store)
             return "bad_message"
         try:
-            with acks.handling(acks.delivery_tag(self.request) if acking else None) as delivery:
+            with handling(self) as delivery:
                 handled = executor.execute(
                     msg, redelivered=_redelivered(self), sent=_sent(self), queue=_queue(self)
                 )
@@ -54,16 +59,19 @@ def register_tasks(app: Celery, executor: StepExecutor, items: ItemRunner) -> No
         except Exception as exc:
             raise _requeue(f"step {msg.step + 1} of run {msg.run_id}", exc) from None
 
-    def item(self: Any, *args: Any, **kwargs: Any) -> None:
+    def item(self: Any, *args: Any, **kwargs: Any) -> str:
         """Run one foreach item message (thin, like `step`); never fails for its items' sake."""
         try:
             msg = ItemMessage.parse(args, kwargs)
         except BadMessage as exc:
             body = [list(args), kwargs]
             guard.refuse(str(exc), task=ITEM_TASK, queue=_queue(self), body=body, store=items.store)
-            return
+            return "bad_message"
         try:
-            items.execute(msg, redelivered=_redelivered(self), queue=_queue(self), shadow=self.request.shadow)
+            with handling(self) as delivery:
+                shadow = self.request.shadow
+                items.execute(msg, redelivered=_redelivered(self), queue=_queue(self), shadow=shadow)
+            return acks.acked_outcome("done", delivery)
         except Exception as exc:
             raise _requeue(f"item {msg.index} of run {msg.run_id}", exc) from None
 
