@@ -1,7 +1,10 @@
 """Items per second of a graphrunner parallel foreach against a bare Celery chord of the same size.
 
-    python -m benchmarks.foreach [--sizes 1000,10000] [--repeat 2] [--broker amqp] [--rtt-ms 5] [--json]
+    python -m benchmarks.foreach [--sizes 1000,10000] [--repeat 2] [--store cluster] [--broker amqp]
+                                 [--rtt-ms 5] [--json]
 
+With `--store cluster`, graphrunner keeps its run state on a private 3-master Redis Cluster and uses
+the private Redis as its broker; the chord baseline is unchanged.
 See benchmarks/README.md ("foreach") for what it times and how to read the output.
 """
 
@@ -10,33 +13,42 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import redis
 
 from benchmarks import memory, report, topology
+from benchmarks.cluster import MASTERS, ClusterStore
+from benchmarks.cpu import per_step
 from benchmarks.fanout import ChordDriver, FanOut, FanOutDriver, ForeachDriver
 from benchmarks.processes import Worker, running_worker, terminate_as_exit
+from benchmarks.roundtrips import HARNESS_COMMANDS
 from benchmarks.steps import (
+    STORES,
     Bench,
     Phase,
     announce,
     baseline_phase,
     check_quiet,
+    cluster_for,
     environment,
     graphrunner_phase,
     say,
+    store_facts,
+    store_line,
 )
 from graphrunner.embedded import EmbeddedRedis
 
 GRAPHRUNNER = "graphrunner"
 TARGET = 0.85  # graphrunner items/s over the chord's, per size (DESIGN §9)
 WARM_UP = 50  # items of the fan-out each worker runs once before anything is timed
+MB = 2**20  # Redis's used_memory is shown in MiB
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,11 @@ class Run:
     redis_used_mb: float | None = None  # Redis's used_memory at the end of the fan-out
     redis_peak_mb: float | None = None  # Redis's used_memory, sampled during the fan-out: its maximum
     calls_per_item: float | None = None  # Redis commands per item (INFO commandstats, scripts' too)
+    cpu_us_per_item: dict[str, float] = field(default_factory=dict)  # CPU by process role (cpu.CpuProbe)
+    # --store cluster, graphrunner's side only: the cluster's masters during the fan-out
+    cluster_peak_mb: float | None = None  # used_memory summed over the masters, sampled: its maximum
+    cluster_node_peaks_mb: list[float] | None = None  # each master's used_memory, sampled: its maximum
+    cluster_calls_per_item: float | None = None  # INFO commandstats summed over the masters, delta
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -74,10 +91,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--prefetch", type=int, default=1, help="worker prefetch multiplier (both sides)")
     p.add_argument("--concurrency", type=int, default=2, help="prefork processes per worker")
     p.add_argument("--loglevel", default="WARNING", help="worker log level (both sides)")
+    p.add_argument(
+        "--store",
+        choices=STORES,
+        default="redis",
+        help=f"graphrunner's run state: the private Redis, or a private {MASTERS}-master Redis Cluster "
+        "(the private Redis is then its broker; the chord baseline is unchanged; not with --broker amqp "
+        "or --rtt-ms); adds the cluster's memory, commands and CPU per item",
+    )
     p.add_argument("--json", action="store_true", help="also print every figure as one JSON line")
     topology.add_arguments(p)
     args = p.parse_args(argv)
     topology.check_arguments(p, args)
+    if args.store == "cluster" and args.broker == "amqp":
+        p.error(
+            "--store cluster needs --broker redis: on a cluster with RabbitMQ graphrunner's client needs a "
+            "result backend Redis, which the foreach driver (benchmarks/fanout.py) does not pass"
+        )
     args.sizes = sorted({int(x) for x in args.sizes.split(",") if x})
     if not args.sizes or min(args.sizes) < 1:
         p.error("--sizes needs positive item counts")
@@ -85,15 +115,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def sides(bench: Bench) -> list[Side]:
-    """The chord baseline and graphrunner, with the workers benchmarks.steps uses (events off)."""
+    """The chord baseline and graphrunner, with the workers benchmarks.steps uses (events off); with a
+    cluster, graphrunner's run state is on it and its broker is the private Redis."""
     url, prefetch, broker = bench.url, bench.args.prefetch, bench.broker_url
     chord = baseline_phase(bench, prefetch, False)
     foreach = graphrunner_phase(bench, prefetch, False)
     # a result per item in state: 100,000 of them outgrow the default 1 MiB limit (both sides hold them)
     foreach.env["GRAPHRUNNER_MAX_STATE_BYTES"] = str(max(1 << 20, 64 * max(bench.args.sizes)))
+    store = bench.store_url
     return [
         Side(report.BASELINE, chord, lambda: ChordDriver(url, prefetch)),
-        Side(GRAPHRUNNER, foreach, lambda: ForeachDriver(url, prefetch, broker)),
+        Side(GRAPHRUNNER, foreach, lambda: ForeachDriver(store, prefetch, broker)),
     ]
 
 
@@ -112,52 +144,128 @@ def run_side(bench: Bench, side: Side, size: int, results: report.Results, runs:
         driver = side.driver()
         try:
             timed(driver, WARM_UP, worker)
-            probe = RedisProbe(bench.url)
-            f = timed(driver, size, worker)
-            used, peak, calls = probe.read(size)
-            run = _run(side.name, f, worker.process.pid)
-            run = replace(run, redis_used_mb=used, redis_peak_mb=peak, calls_per_item=calls)
+            f, run = probed(bench, side, driver, worker, size)
         finally:
             driver.close()
     runs.append(run)
     results.add(report.Sample(bench.args.prefetch, str(size), side.name, f.rate, f.seconds))
     say(
         f"{side.name:11} {size:>6} items: {f.rate:7.0f} items/s ({f.seconds:.2f} s, submit "
-        f"{f.submit_seconds:.2f} s); join pid {f.join_pid} ({run.join_role}) VmHWM {run.join_peak_mb} MB, "
-        f"pool max {run.pool_peak_mb} MB, main {run.main_peak_mb} MB; Redis {run.redis_used_mb} MB "
-        f"(peak {run.redis_peak_mb} MB), {run.calls_per_item} commands/item"
+        f"{f.submit_seconds:.2f} s); {_said(run)}"
     )
 
 
-class RedisProbe:
-    """Redis's memory and the commands it ran during one fan-out: commandstats reset when it
-    begins, used_memory sampled every `EVERY` seconds (used_memory_peak cannot be reset)."""
+def probed(bench: Bench, side: Side, driver: FanOutDriver, worker: Worker, size: int) -> tuple[FanOut, Run]:
+    """The timed fan-out, with Redis's (and the cluster's, on its side) memory and commands, and CPU."""
+    probe = RedisProbe(bench.url)
+    nodes = ClusterProbe(bench.cluster) if side.phase.cluster and bench.cluster else None
+    cpu = bench.probe(worker, side.phase.cluster)
+    before = cpu.read()
+    f = timed(driver, size, worker)
+    used = per_step(before, cpu.read(), size)
+    redis_used, peak, calls = probe.read(size)
+    run = replace(
+        _run(side.name, f, worker.process.pid),
+        redis_used_mb=redis_used,
+        redis_peak_mb=peak,
+        calls_per_item=calls,
+        cpu_us_per_item=used,
+    )
+    return f, replace(run, **nodes.read(size)) if nodes else run
+
+
+def _said(run: Run) -> str:
+    """A run's memory and command figures, for the progress line."""
+    line = (
+        f"join pid {run.join_pid} ({run.join_role}) VmHWM {run.join_peak_mb} MB, "
+        f"pool max {run.pool_peak_mb} MB, main {run.main_peak_mb} MB; "
+        f"Redis {run.redis_used_mb} MB (peak {run.redis_peak_mb} MB), {run.calls_per_item} commands/item"
+    )
+    if run.cluster_peak_mb is None:
+        return line
+    return (
+        f"{line}; cluster peak {run.cluster_peak_mb} MB (masters {run.cluster_node_peaks_mb}), "
+        f"{run.cluster_calls_per_item} commands/item, {run.cpu_us_per_item.get('cluster')} us CPU/item"
+    )
+
+
+class UsedMemory:
+    """used_memory of some Redis servers, read together every `EVERY` seconds in a thread until `stop`
+    (used_memory_peak cannot be reset): each server's maximum, and the maximum of their sum."""
 
     EVERY = 0.2
 
-    def __init__(self, url: str) -> None:
-        self.client = redis.Redis.from_url(url, decode_responses=True)
-        self.client.config_resetstat()
-        self.peak = 0
+    def __init__(self, clients: Sequence[redis.Redis]) -> None:
+        self.clients = list(clients)
+        self.peaks = [0] * len(self.clients)
+        self.sum_peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, name="redis-probe", daemon=True)
         self._thread.start()
 
     def _sample(self) -> None:
         while not self._stop.wait(self.EVERY):
-            self.peak = max(self.peak, int(self.client.info("memory")["used_memory"]))
+            self.take()
+
+    def take(self) -> list[int]:
+        """used_memory of each server now (bytes); the maxima updated."""
+        used = [int(client.info("memory")["used_memory"]) for client in self.clients]
+        self.peaks = [max(peak, now) for peak, now in zip(self.peaks, used, strict=True)]
+        self.sum_peak = max(self.sum_peak, sum(used))
+        return used
+
+    def stop(self) -> list[int]:
+        """Stop sampling; used_memory of each server now, also counted in the maxima."""
+        self._stop.set()
+        self._thread.join()
+        return self.take()
+
+
+class RedisProbe:
+    """Redis's memory and the commands it ran during one fan-out: commandstats reset when it
+    begins, used_memory sampled (`UsedMemory`)."""
+
+    def __init__(self, url: str) -> None:
+        self.client = redis.Redis.from_url(url, decode_responses=True)
+        self.client.config_resetstat()
+        self.memory = UsedMemory([self.client])
 
     def read(self, items: int) -> tuple[float, float, float]:
         """used_memory now, its sampled maximum (MB), and the commands per item since the reset."""
-        self._stop.set()
-        self._thread.join()
         try:
-            used = int(self.client.info("memory")["used_memory"])
+            (used,) = self.memory.stop()
             calls = sum(int(v["calls"]) for v in self.client.info("commandstats").values())
         finally:
             self.client.close()
-        mb = 2**20
-        return round(used / mb, 1), round(max(used, self.peak) / mb, 1), round(calls / items, 1)
+        return round(used / MB, 1), round(self.memory.sum_peak / MB, 1), round(calls / items, 1)
+
+
+class ClusterProbe:
+    """The cluster's masters during one fan-out: used_memory sampled (`UsedMemory`), each and summed, and
+    the calls of INFO commandstats summed over them, before and after (not reset: a delta)."""
+
+    def __init__(self, cluster: ClusterStore) -> None:
+        self.cluster = cluster
+        self.nodes = [
+            redis.Redis(host="127.0.0.1", port=port, decode_responses=True) for port in cluster.ports
+        ]
+        self.before = cluster.commandstats()
+        self.memory = UsedMemory(self.nodes)
+
+    def read(self, items: int) -> dict[str, Any]:
+        """The `cluster_*` fields of a `Run`: MB, and commands per item (the probes' INFO left out)."""
+        try:
+            self.memory.stop()
+        finally:
+            for node in self.nodes:
+                node.close()
+        calls = self.cluster.commandstats() - self.before
+        spent = sum(n for name, n in calls.items() if name not in HARNESS_COMMANDS)
+        return {
+            "cluster_peak_mb": round(self.memory.sum_peak / MB, 1),
+            "cluster_node_peaks_mb": [round(peak / MB, 1) for peak in self.memory.peaks],
+            "cluster_calls_per_item": round(spent / items, 1),
+        }
 
 
 def _run(side: str, f: FanOut, worker_pid: int) -> Run:
@@ -212,10 +320,21 @@ def rows(results: report.Results, runs: list[Run], prefetch: int) -> list[dict[s
                 "main_peak_mb": _max(r.main_peak_mb for r in mine),
                 "redis_peak_mb": _max(r.redis_peak_mb for r in mine),
                 "calls_per_item": _max(r.calls_per_item for r in mine),
+                **cluster_cells(mine),
                 "runs": [asdict(r) for r in mine],
             }
         )
     return found
+
+
+def cluster_cells(runs: list[Run]) -> dict[str, float | None]:
+    """The cluster's figures of a row: the largest memory and calls per item, the median CPU per item."""
+    cpu = [r.cpu_us_per_item["cluster"] for r in runs if "cluster" in r.cpu_us_per_item]
+    return {
+        "cluster_peak_mb": _max(r.cluster_peak_mb for r in runs),
+        "cluster_calls_per_item": _max(r.cluster_calls_per_item for r in runs),
+        "cluster_cpu_us_per_item": round(statistics.median(cpu), 1) if cpu else None,
+    }
 
 
 def _max(values: Iterable[float | None]) -> float | None:
@@ -223,45 +342,55 @@ def _max(values: Iterable[float | None]) -> float | None:
     return max(known) if known else None
 
 
-def table(records: list[dict[str, Any]]) -> str:
-    """The records as an aligned text table."""
-    head = (
-        "size",
-        "side",
-        "items/s (median)",
-        "ratio",
-        f"target >= {TARGET:.2f}x",
-        "join pid VmHWM MB",
-        "pool max VmHWM MB",
-        "main VmHWM MB",
-        "Redis max MB (sampled)",
-        "Redis calls/item",
-        "each run (items/s)",
-    )
+HEAD = (
+    "size",
+    "side",
+    "items/s (median)",
+    "ratio",
+    f"target >= {TARGET:.2f}x",
+    "join pid VmHWM MB",
+    "pool max VmHWM MB",
+    "main VmHWM MB",
+    "Redis max MB (sampled)",
+    "Redis calls/item",
+)
+CLUSTER_HEAD = ("cluster max MB (sampled, sum)", "cluster calls/item", "cluster CPU us/item")
+
+
+def table(records: list[dict[str, Any]], clustered: bool = False) -> str:
+    """The records as an aligned text table; with a cluster, its three columns too."""
+    head = (*HEAD, *(CLUSTER_HEAD if clustered else ()), "each run (items/s)")
     body = [
-        (
-            str(r["size"]),
-            r["side"],
-            f"{r['median']:.0f}",
-            "" if r["ratio"] is None else f"{r['ratio']:.2f}x",
-            "" if r["met"] is None else ("met" if r["met"] else "NOT met"),
-            _mb(r["join_peak_mb"], f" ({'/'.join(r['join_roles'])})"),
-            _mb(r["pool_peak_mb"]),
-            _mb(r["main_peak_mb"]),
-            _mb(r["redis_peak_mb"]),
-            _mb(r["calls_per_item"]),
-            ", ".join(f"{x:.0f}" for x in r["rates"]),
-        )
+        (*_cells(r), *(_cluster_cells(r) if clustered else ()), ", ".join(f"{x:.0f}" for x in r["rates"]))
         for r in records
     ]
     return report.align([head, *body])
+
+
+def _cells(r: dict[str, Any]) -> tuple[str, ...]:
+    return (
+        str(r["size"]),
+        r["side"],
+        f"{r['median']:.0f}",
+        "" if r["ratio"] is None else f"{r['ratio']:.2f}x",
+        "" if r["met"] is None else ("met" if r["met"] else "NOT met"),
+        _mb(r["join_peak_mb"], f" ({'/'.join(r['join_roles'])})"),
+        _mb(r["pool_peak_mb"]),
+        _mb(r["main_peak_mb"]),
+        _mb(r["redis_peak_mb"]),
+        _mb(r["calls_per_item"]),
+    )
+
+
+def _cluster_cells(r: dict[str, Any]) -> tuple[str, ...]:
+    return _mb(r["cluster_peak_mb"]), _mb(r["cluster_calls_per_item"]), _mb(r["cluster_cpu_us_per_item"])
 
 
 def _mb(value: float | None, suffix: str = "") -> str:
     return "-" if value is None else f"{value:.1f}{suffix}"
 
 
-def notes(records: list[dict[str, Any]]) -> list[str]:
+def notes(records: list[dict[str, Any]], clustered: bool = False) -> list[str]:
     """What the memory columns mean, and a warning when the join pid is not a pool process."""
     lines = [
         "VmHWM: peak resident memory over a process's whole life, read right after the join; each "
@@ -271,6 +400,13 @@ def notes(records: list[dict[str, Any]]) -> list[str]:
         "last transcript record (pool = a prefork pool process, main = the worker's main process). "
         "pool max: the largest VmHWM among the worker's pool processes, the join's among them.",
     ]
+    if clustered:
+        lines.append(
+            "Redis: the private Redis (the chord's broker, state and results; graphrunner's broker). "
+            "cluster (graphrunner only): used_memory sampled every 0.2 s, summed over the masters, its "
+            "maximum (each master's in the JSON); INFO commandstats calls summed over the masters, after "
+            "minus before the fan-out, INFO left out; CPU of all nodes together."
+        )
     if any(role != "pool" for r in records if r["side"] == GRAPHRUNNER for role in r["join_roles"]):
         lines.append(
             "warning: graphrunner's transcript names a process that is not a pool process (main: the "
@@ -280,6 +416,28 @@ def notes(records: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def show(figures: dict[str, Any]) -> None:
+    """Print the store and topology lines, the table and its notes on stdout."""
+    clustered = figures["store"]["kind"] == "cluster"
+    print(store_line(figures["store"]))
+    for line in topology.lines(figures):
+        print(line)
+    print(table(figures["rows"], clustered))
+    for line in notes(figures["rows"], clustered):
+        print(line)
+
+
+def started_bench(
+    args: argparse.Namespace, server: EmbeddedRedis, cluster: ClusterStore | None, topo: topology.Topology
+) -> Bench:
+    """Say where the private servers are; the `Bench` over them."""
+    say(f"private Redis at {server.url}")
+    if cluster:
+        say(f"private Redis Cluster at {cluster.url}: ports {cluster.ports}, pids {cluster.pids}")
+    announce(topo)
+    return Bench(server, args, cluster, topology=topo)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; print the table (and the JSON line with --json)."""
     args = parse_args(argv)
@@ -287,22 +445,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before = check_quiet()
     if not memory.is_available():
         say("no /proc here: the VmHWM figures will be missing")
-    with terminate_as_exit(), EmbeddedRedis() as server, topology.started(args, server.url) as topo:
-        say(f"private Redis at {server.url}")
-        announce(topo)
-        records = measure(Bench(server, args, topology=topo))
+    with (
+        terminate_as_exit(),
+        EmbeddedRedis() as server,
+        cluster_for(args.store) as cluster,
+        topology.started(args, server.url) as topo,
+    ):
+        bench = started_bench(args, server, cluster, topo)
+        records = measure(bench)
         env = environment(server.url, topo)
     env["load_average"] = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
-    facts = topo.facts()
-    for line in topology.lines(facts):
-        print(line)
-    print(table(records))
-    for line in notes(records):
-        print(line)
+    figures = {"store": store_facts(bench), **topo.facts(), "rows": records}
+    show(figures)
     if args.json:
         settings = {k: v for k, v in vars(args).items() if k != "json"}
-        figures = {"date": started, "settings": settings, "environment": env, **facts, "rows": records}
-        print(json.dumps(figures))
+        print(json.dumps({"date": started, "settings": settings, "environment": env, **figures}))
     return 0
 
 
