@@ -12,19 +12,18 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import redis
 from store_contract import snapshot
 from support import multi_calls, wait_for
+from worker_procs import WorkerProcess, process_env
 
 from graphrunner.client import Client
+from graphrunner.cluster.runs.context import Cluster
 from graphrunner.cluster.transport.acks import ACKED, Delivery, acked_outcome, was_acked
 from graphrunner.cluster.transport.broker import UNACKED, UNACKED_INDEX
-from graphrunner.cluster.worker.in_thread import local_worker
-from graphrunner.cluster.worker.runtime import WorkerRuntime
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.settings import Settings
 from graphrunner.store import Ack, Fence, RedisStore
@@ -145,53 +144,65 @@ nodes:
 """
 
 
-@contextmanager
-def worker(private_redis: EmbeddedRedis) -> Iterator[tuple[Client, WorkerRuntime, redis.Redis]]:
-    """A client, and a worker in a thread, on `private_redis` (also its broker); a plain connection."""
-    settings = Settings.from_env().with_redis(private_redis.url)
-    runtime = WorkerRuntime(settings)
-    conn = redis.Redis.from_url(private_redis.url, decode_responses=True)
-    try:
-        with Client(settings=settings) as client, local_worker(runtime, concurrency=2):
-            yield client, runtime, conn
-    finally:
-        conn.close()
-        runtime.close()
+@pytest.fixture(scope="module")
+def worked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Client, redis.Redis, Settings]]:
+    """A prefork `graphrunner worker` process on a Redis of its own (also its broker; an in-thread
+    worker could not stop without stopping the session's), a client and a plain connection."""
+    logs = tmp_path_factory.mktemp("ack-worker")
+    with EmbeddedRedis() as server:
+        proc = WorkerProcess("ack", process_env(server.url), logs, concurrency=2)
+        settings = Settings.from_env().with_redis(server.url)
+        conn = redis.Redis.from_url(server.url, decode_responses=True)
+        try:
+            proc.wait_ready()
+            with Client(settings=settings) as client:
+                yield client, conn, settings
+        finally:
+            conn.close()
+            proc.stop()
 
 
-def test_a_worker_acknowledges_each_item_in_its_save(private_redis: EmbeddedRedis, tmp_path: Path) -> None:
+def test_a_worker_acknowledges_each_item_in_its_save(
+    worked: tuple[Client, redis.Redis, Settings], tmp_path: Path
+) -> None:
+    client, conn, _ = worked
     (tmp_path / "ack-fan-out.yaml").write_text(textwrap.dedent(FAN_OUT))
-    with worker(private_redis) as (client, _, conn):
-        before = multi_calls(conn)
-        result = client.submit(tmp_path / "ack-fan-out.yaml").wait(timeout=60)
-        assert result.status == "completed" and len(result.state["out"]) == ITEMS
-        wait_for(lambda: conn.hlen(UNACKED) == 0, 30, "every message acknowledged")
-        # kombu's MULTI records each of the 30 item messages and the few step messages; the
-        # main process acknowledging the items as well would take 30 more
-        assert multi_calls(conn) - before < ITEMS + 12
+    before = multi_calls(conn)
+    result = client.submit(tmp_path / "ack-fan-out.yaml").wait(timeout=60)
+    assert result.status == "completed" and len(result.state["out"]) == ITEMS
+    wait_for(lambda: conn.hlen(UNACKED) == 0, 30, "every message acknowledged")
+    # kombu's MULTI records each of the 30 item messages and the few step messages; the main
+    # process acknowledging the items as well would take 30 more
+    assert multi_calls(conn) - before < ITEMS + 12
 
 
-def test_a_worker_acknowledges_each_step_in_its_commit(private_redis: EmbeddedRedis, tmp_path: Path) -> None:
+def test_a_worker_acknowledges_each_step_in_its_commit(
+    worked: tuple[Client, redis.Redis, Settings], tmp_path: Path
+) -> None:
+    client, conn, settings = worked
     (tmp_path / "ack-loop.yaml").write_text(textwrap.dedent(LOOP))
-    with worker(private_redis) as (client, runtime, conn):
-        before = multi_calls(conn)
-        result = client.submit(tmp_path / "ack-loop.yaml").wait(timeout=60)
-        assert result.status == "completed" and result.state["n"] == STEPS
-        wait_for(lambda: conn.hlen(UNACKED) == 0, 30, "every step's message acknowledged")
-        # one MULTI per message (kombu recording it), none to acknowledge: the commits did
-        assert multi_calls(conn) - before < 1.5 * STEPS, "the main process acknowledged committed steps"
-        assert conn.zcard(UNACKED_INDEX) == 0
+    before = multi_calls(conn)
+    result = client.submit(tmp_path / "ack-loop.yaml").wait(timeout=60)
+    assert result.status == "completed" and result.state["n"] == STEPS
+    wait_for(lambda: conn.hlen(UNACKED) == 0, 30, "every step's message acknowledged")
+    # one MULTI per message (kombu recording it), none to acknowledge: the commits did
+    assert multi_calls(conn) - before < 1.5 * STEPS, "the main process acknowledged committed steps"
+    assert conn.zcard(UNACKED_INDEX) == 0
 
-        # a duplicate of a step already taken commits nothing: the main process acknowledges it
-        finished = runtime.cluster.store.load_run(result.run_id)
+    # a duplicate of a step already taken commits nothing: the main process acknowledges it
+    cluster = Cluster.connect(settings)
+    try:
+        finished = cluster.store.load_run(result.run_id)
         assert finished is not None
-        stale = runtime.cluster.publisher.encode_all([runtime.cluster.publisher.step(finished, None)])
         before = multi_calls(conn)
-        runtime.cluster.store.push(stale, finished.run_id)
+        cluster.store.push(
+            cluster.publisher.encode_all([cluster.publisher.step(finished, None)]), finished.run_id
+        )
+    finally:
+        cluster.close()
 
-        def taken_and_acknowledged() -> bool:  # recorded, then acknowledged by the main process
-            held = conn.hlen(UNACKED) + conn.zcard(UNACKED_INDEX)
-            queued = conn.llen(runtime.settings.queue)
-            return queued == 0 and multi_calls(conn) - before >= 2 and held == 0
+    def taken_and_acknowledged() -> bool:  # recorded, then acknowledged by the main process
+        held = conn.hlen(UNACKED) + conn.zcard(UNACKED_INDEX)
+        return conn.llen(settings.queue) == 0 and multi_calls(conn) - before >= 2 and held == 0
 
-        wait_for(taken_and_acknowledged, 30, "the stale duplicate taken and acknowledged")
+    wait_for(taken_and_acknowledged, 30, "the stale duplicate taken and acknowledged")
