@@ -1,15 +1,16 @@
-"""A step's message acknowledged by the commit that takes the step (a Redis broker on the store's Redis).
+"""A task's message acknowledged by the write that handles it (a Redis broker on the store's Redis).
 
 kombu's Redis transport keeps a delivered message in two keys until it is acknowledged: the hash
 `unacked` (tag to message) and the sorted set `unacked_index` (tag to delivery time). With
 `acks_late`, the worker's main process removes both after the task returns, in a MULTI/EXEC
 round trip of its own. When the broker is the store's Redis, the commit script removes them
-instead, in the same atomic write as the step: a committed step's message can then never be
-restored and delivered again, and the main process is spared a round trip per step.
+instead, in the same atomic write as the step (and the item save script for a foreach item
+message): a committed step's message can then never be restored and delivered again, and the
+main process is spared a round trip per message.
 
-- Pool side: the task handles its message inside `handling(tag)`; the executor's commit takes
-  `current()` and, when the store acknowledged the message, the task says so in its return
-  value (`acked_outcome`).
+- Pool side: the task handles its message inside `handling(tag)`; the executor's commit (or
+  the item runner's save) takes `current()` and, when the store acknowledged the message, the
+  task says so in its return value (`acked_outcome`).
 - Main side: `guard.CommitAckedRequest` reads that return value and tells the channel's QoS
   (`GuardedQoS.acked_at_commit`) that only its in-memory bookkeeping is left to do.
 

@@ -35,7 +35,7 @@ REQUEST = "graphrunner.cluster.transport.guard:CommitAckedRequest"
 def register_tasks(app: Celery, executor: StepExecutor, items: ItemRunner) -> None:
     """Register the step task (run by `executor`) and the item task (run by `items`) on `app`."""
 
-    # the broker is the store's Redis: a step's commit acknowledges its message (`acks`)
+    # the broker is the store's Redis: a step's commit, an item's save, acknowledges its message (`acks`)
     acking = executor.store.direct and isinstance(executor.store, RedisStore)
 
     def handling(task: Any) -> AbstractContextManager[acks.Delivery | None]:
