@@ -201,7 +201,7 @@ class Publisher:
             self.broker.push(send.queue, send.body)
             return
         try:
-            self._signature(self.app, Outgoing.model_validate_json(send.body)).apply_async()
+            self._send(self.app, Outgoing.model_validate_json(send.body))
         except Exception as exc:  # kombu/amqp raise their own trees: refused login, lost connection
             from kombu.utils.url import maybe_sanitize_url
 
@@ -266,21 +266,22 @@ class Publisher:
         app = self.app
         with app.producer_or_acquire() as producer:
             for out in outs:
-                self._signature(app, out).apply_async(producer=producer)
+                self._send(app, out, producer)
 
     @staticmethod
-    def _signature(app: Celery, out: Outgoing) -> Any:
-        """`out` as a Celery signature, with the `gr_sent` header of a message sent now."""
-        headers = {SENT_HEADER: int(time.time() * 1000)}
-        return app.signature(
+    def _send(app: Celery, out: Outgoing, producer: Any = None) -> None:
+        """Publish `out` through Celery (`send_task`: no signature or task object in between), with
+        the `gr_sent` header of a message sent now; retried as `PUBLISH_RETRY` says."""
+        app.send_task(
             out.task,
             args=list(out.args),
             queue=out.queue,
             shadow=out.shadow,
+            ignore_result=True,
             retry=True,
             retry_policy=PUBLISH_RETRY,
-            immutable=True,
-            headers=headers,
+            headers={SENT_HEADER: int(time.time() * 1000)},
+            producer=producer,
         )
 
     def close(self) -> None:
