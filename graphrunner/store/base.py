@@ -73,6 +73,12 @@ class Ack:
     index: str
 
 
+def ack_parts(ack: Ack | None) -> tuple[list[str], str]:
+    """What a script call takes to acknowledge `ack` (sends.lua's `acknowledge`): kombu's two keys
+    and the tag argument; no keys and '' for none."""
+    return ([ack.index, ack.unacked], ack.tag) if ack is not None else ([], "")
+
+
 @dataclass(frozen=True)
 class Committed:
     """The result of `commit`: committed, or fenced off by the run's current step/status;

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from graphrunner.store import keys
-from graphrunner.store.base import Ack, DeadLetter, Saved, now_ms
+from graphrunner.store.base import Ack, DeadLetter, Saved, ack_parts, now_ms
 from graphrunner.store.redis_conn import RedisConnection
 
 ITEMS_TTL = 7 * 24 * 3600  # item results outlive a stalled foreach, then go
@@ -46,15 +46,13 @@ class ItemsMixin(RedisConnection):
         the foreach (the last one its chunk in flight waited for). When this Redis is the broker
         (`direct`), the same write acknowledges the item message (`ack`).
         """
-        acking = ack if ack is not None and self.direct else None
-        item_keys = [self.keys.items(run_id, tag), *self._beat_keys(run_id)]
-        item_keys += [acking.index, acking.unacked] if acking else []
-        args: list[Any] = [ITEMS_TTL, now_ms(), run_id, int((progress or 0) * 1000), upto]
-        args.append(acking.tag if acking else "")
+        ack_keys, ack_tag = ack_parts(ack if self.direct else None)
+        item_keys = [self.keys.items(run_id, tag), *self._beat_keys(run_id), *ack_keys]
+        args: list[Any] = [ITEMS_TTL, now_ms(), run_id, int((progress or 0) * 1000), upto, ack_tag]
         for index, record in records:
             args += [index, json.dumps(record)]
         kept, completed = self._call(lambda: self._save_item(keys=item_keys, args=args))
-        return Saved(int(kept), bool(completed), acked=acking is not None)
+        return Saved(int(kept), bool(completed), acked=bool(ack_tag))
 
     def count_items(self, run_id: str, tag: str) -> int:
         """How many distinct items of a foreach have a result."""

@@ -32,6 +32,7 @@ from graphrunner.store.base import (
     Send,
     Sent,
     StepEntry,
+    ack_parts,
     now_ms,
 )
 from graphrunner.store.keys import KeySpace, Shard
@@ -80,7 +81,7 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         self._pump = self.script("pump_timers.lua")
         self._claim = self.script("claim_dispatch.lua")
         self._beat = self.script("beat.lua")
-        self._save_item = self.script("save_item.lua")
+        self._save_item = self.script("save_item.lua", sends=True)  # its `acknowledge`
         self._acquire = self.script("acquire_key.lua")
         self._release = self.script("release_key.lua")
         self._watch = self.script("watch_run.lua")
@@ -269,7 +270,7 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         broker (`direct`), the acknowledgement of the message being handled (`ack`).
         """
         run_id, old, new = snap.run_id, fence.status, snap.status.value
-        acking = ack if ack is not None and self.direct else None
+        ack_keys, ack_tag = ack_parts(ack if self.direct else None)
         shard = self.keys.shard(run_id)
         run_keys = [
             self.keys.run(run_id),
@@ -281,7 +282,7 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
             self.keys.outbox(run_id),
             *_status_keys(shard, snap.graph_id, old, new),
             *self._push_queues(sends),
-            *([acking.index, acking.unacked] if acking else []),
+            *ack_keys,
             self.keys.waiters(run_id),  # the last two: whom a commit that settles the run wakes
             self.keys.settle(run_id),
         ]
@@ -304,13 +305,13 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
             len(walked),
             *walked,
             *self._send_args(sends),
-            acking.tag if acking else "",
+            ack_tag,
         ]
         reply = self._call(lambda: self._commit(keys=run_keys, args=args))
         if int(reply[0]) == 0:
             step = int(reply[1]) if reply[1] not in ("", None) else None
             return Committed(False, step, str(reply[2]) or None)
-        return Committed(True, acked=acking is not None)
+        return Committed(True, acked=bool(ack_tag))
 
     def _message_keys(self, run_id: str, sends: Sequence[Send]) -> list[str]:
         """The keys the `sends.lua` library writes: timers, timer bodies, outbox, then push queues."""

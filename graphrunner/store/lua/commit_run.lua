@@ -42,11 +42,7 @@ for j = i + 1, i + w do
 end
 i = i + w + 1
 i = send_all(i, 13, run, KEYS[5], KEYS[6], KEYS[7], now)
-local tag = ARGV[i]
-if tag ~= nil and tag ~= '' then  -- acknowledged: kombu can no longer restore the message
-  redis.call('ZREM', KEYS[#KEYS - 3], tag)
-  redis.call('HDEL', KEYS[#KEYS - 2], tag)
-end
+acknowledge(ARGV[i], KEYS[#KEYS - 3], KEYS[#KEYS - 2])
 if ARGV[11] == '' then
   redis.call('ZREM', KEYS[4], ARGV[1])
 else

@@ -23,8 +23,5 @@ if redis.call('EXISTS', KEYS[2]) == 1 then
   redis.call('HSET', KEYS[2], 'heartbeat', ARGV[2])
   redis.call('ZADD', KEYS[3], 'XX', 'GT', ARGV[4], ARGV[3])
 end
-if ARGV[6] ~= '' then  -- acknowledged: kombu can no longer restore the message
-  redis.call('ZREM', KEYS[4], ARGV[6])
-  redis.call('HDEL', KEYS[5], ARGV[6])
-end
+acknowledge(ARGV[6], KEYS[4], KEYS[5])
 return {kept, completed}

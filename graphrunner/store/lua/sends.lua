@@ -1,5 +1,5 @@
--- (library, prepended to the scripts that send) Send messages: push onto a queue, arm a
--- durable timer, or keep in the run's outbox; record the run's tracked message.
+-- (library, prepended to the scripts that send or acknowledge) Send messages: push onto a queue,
+-- arm a durable timer, or keep in the run's outbox; record the run's tracked message.
 -- ARGV from `first`: n, then per send: mode (push | timer | outbox | gather | gather_outbox),
 -- due (ms; for a gather mode, the TTL in s of the ended set), tag, entry, tracked (1 | 0),
 -- queue, and for a gather mode two more: member (a child run id, or ''), the flag's TTL (s).
@@ -46,4 +46,13 @@ local function send_all(first, key, run, timers, bodies, outbox, now)
     i = i + width
   end
   return i
+end
+
+-- Acknowledge the message tagged `tag` ('' or nil: none) in kombu's Redis layout: it leaves the
+-- sorted set `index` and the hash `unacked` of delivered messages, so it is never restored.
+local function acknowledge(tag, index, unacked)
+  if tag ~= nil and tag ~= '' then
+    redis.call('ZREM', index, tag)
+    redis.call('HDEL', unacked, tag)
+  end
 end
