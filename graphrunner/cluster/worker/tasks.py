@@ -19,7 +19,6 @@ from graphrunner.cluster.transport import acks, guard
 from graphrunner.cluster.transport.envelope import SENT_HEADER
 from graphrunner.cluster.transport.messages import ITEM_TASK, STEP_TASK, ItemMessage, StepMessage
 from graphrunner.errors import BadMessage
-from graphrunner.store import RedisStore
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -35,12 +34,10 @@ REQUEST = "graphrunner.cluster.transport.guard:CommitAckedRequest"
 def register_tasks(app: Celery, executor: StepExecutor, items: ItemRunner) -> None:
     """Register the step task (run by `executor`) and the item task (run by `items`) on `app`."""
 
-    # the broker is the store's Redis: a step's commit, an item's save, acknowledges its message (`acks`)
-    acking = executor.store.direct and isinstance(executor.store, RedisStore)
-
     def handling(task: Any) -> AbstractContextManager[acks.Delivery | None]:
-        """The task's message, for the commit (or item save) to acknowledge when it can."""
-        return acks.handling(acks.delivery_tag(task.request) if acking else None)
+        """The task's message, for the commit (or item save) to acknowledge when the store can (its
+        Redis is the broker: `Store.direct`)."""
+        return acks.handling(acks.delivery_tag(task.request))
 
     def step(self: Any, *args: Any, **kwargs: Any) -> str:
         """Take one step of a run (thin: parse the message, let the executor do the rest)."""
