@@ -25,6 +25,7 @@ from graphrunner.cluster.runs.context import Cluster
 from graphrunner.cluster.transport.acks import ACKED, Delivery, acked_outcome, was_acked
 from graphrunner.cluster.transport.broker import UNACKED, UNACKED_INDEX
 from graphrunner.embedded import EmbeddedRedis
+from graphrunner.results import RunResult
 from graphrunner.settings import Settings
 from graphrunner.store import Ack, Fence, RedisStore
 
@@ -162,31 +163,36 @@ def worked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Client, r
             proc.stop()
 
 
+def run_counting(client: Client, conn: redis.Redis, path: Path, graph: str) -> tuple[RunResult, int]:
+    """Run `graph` (written to `path`) to the end; its result, and the MULTIs Redis ran for it
+    once every message of it is acknowledged."""
+    path.write_text(textwrap.dedent(graph))
+    before = multi_calls(conn)
+    result = client.submit(path).wait(timeout=60)
+    assert result.status == "completed", result.error
+    wait_for(lambda: conn.hlen(UNACKED) == 0, 30, "every message acknowledged")
+    return result, multi_calls(conn) - before
+
+
 def test_a_worker_acknowledges_each_item_in_its_save(
     worked: tuple[Client, redis.Redis, Settings], tmp_path: Path
 ) -> None:
     client, conn, _ = worked
-    (tmp_path / "ack-fan-out.yaml").write_text(textwrap.dedent(FAN_OUT))
-    before = multi_calls(conn)
-    result = client.submit(tmp_path / "ack-fan-out.yaml").wait(timeout=60)
-    assert result.status == "completed" and len(result.state["out"]) == ITEMS
-    wait_for(lambda: conn.hlen(UNACKED) == 0, 30, "every message acknowledged")
+    result, multis = run_counting(client, conn, tmp_path / "ack-fan-out.yaml", FAN_OUT)
+    assert len(result.state["out"]) == ITEMS
     # kombu's MULTI records each of the 30 item messages and the few step messages; the main
     # process acknowledging the items as well would take 30 more
-    assert multi_calls(conn) - before < ITEMS + 12
+    assert multis < ITEMS + 12
 
 
 def test_a_worker_acknowledges_each_step_in_its_commit(
     worked: tuple[Client, redis.Redis, Settings], tmp_path: Path
 ) -> None:
     client, conn, settings = worked
-    (tmp_path / "ack-loop.yaml").write_text(textwrap.dedent(LOOP))
-    before = multi_calls(conn)
-    result = client.submit(tmp_path / "ack-loop.yaml").wait(timeout=60)
-    assert result.status == "completed" and result.state["n"] == STEPS
-    wait_for(lambda: conn.hlen(UNACKED) == 0, 30, "every step's message acknowledged")
+    result, multis = run_counting(client, conn, tmp_path / "ack-loop.yaml", LOOP)
+    assert result.state["n"] == STEPS
     # one MULTI per message (kombu recording it), none to acknowledge: the commits did
-    assert multi_calls(conn) - before < 1.5 * STEPS, "the main process acknowledged committed steps"
+    assert multis < 1.5 * STEPS, "the main process acknowledged committed steps"
     assert conn.zcard(UNACKED_INDEX) == 0
 
     # a duplicate of a step already taken commits nothing: the main process acknowledges it
