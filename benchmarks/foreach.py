@@ -427,17 +427,6 @@ def show(figures: dict[str, Any]) -> None:
         print(line)
 
 
-def started_bench(
-    args: argparse.Namespace, server: EmbeddedRedis, cluster: ClusterStore | None, topo: topology.Topology
-) -> Bench:
-    """Say where the private servers are; the `Bench` over them."""
-    say(f"private Redis at {server.url}")
-    if cluster:
-        say(f"private Redis Cluster at {cluster.url}: ports {cluster.ports}, pids {cluster.pids}")
-    announce(topo)
-    return Bench(server, args, cluster, topology=topo)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark; print the table (and the JSON line with --json)."""
     args = parse_args(argv)
@@ -451,7 +440,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cluster_for(args.store) as cluster,
         topology.started(args, server.url) as topo,
     ):
-        bench = started_bench(args, server, cluster, topo)
+        announce(server, cluster, topo)
+        bench = Bench(server, args, cluster, topology=topo)
         records = measure(bench)
         env = environment(server.url, topo)
     env["load_average"] = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}

@@ -341,8 +341,12 @@ def count_chain(bench: Bench, phase: Phase, driver: Driver, worker: Worker, step
     return result.per_step(steps)
 
 
-def announce(topo: Topology) -> None:
-    """Say on stderr where the RabbitMQ node and the proxy are."""
+def announce(server: EmbeddedRedis, cluster: ClusterStore | None, topo: Topology) -> None:
+    """Say on stderr where the private servers are: the Redis, the Redis Cluster, the RabbitMQ node
+    and the proxy (those that run)."""
+    say(f"private Redis at {server.url}")
+    if cluster:
+        say(f"private Redis Cluster at {cluster.url}: ports {cluster.ports}, pids {cluster.pids}")
     if topo.rabbitmq:
         node = topo.rabbitmq
         say(f"private RabbitMQ {node.version} at {node.url} (process group {node.pgid})")
@@ -486,10 +490,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         topology.started(args, server.url) as topo,
         otlp_sink(args.otel) as otlp,
     ):
-        say(f"private Redis at {server.url}")
-        if cluster:
-            say(f"private Redis Cluster at {cluster.url}: ports {cluster.ports}, pids {cluster.pids}")
-        announce(topo)
+        announce(server, cluster, topo)
         figures = measure(Bench(server, args, cluster, otlp, topo))
         env = environment(server.url, topo)
     env["load_average"] = {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]}
