@@ -6,19 +6,22 @@ never runs a step (no executor, no worker machinery is built here).
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphrunner import engine
-from graphrunner.cluster.runs import operations
+from graphrunner.cluster.runs import forks, history, operations
 from graphrunner.cluster.runs.context import Cluster
+from graphrunner.cluster.runs.history import HistoryEntry
 from graphrunner.cluster.runs.ids import check_concurrency_key, check_run_id, fingerprint
 from graphrunner.cluster.worker import sweeper
 from graphrunner.cluster.worker.sweeper import SweepReport
 from graphrunner.engine import RunSnapshot
+from graphrunner.engine.schedule_link import ScheduleLink
 from graphrunner.errors import CancelError as CancelError  # re-exported for users
 from graphrunner.errors import GraphrunnerError, RunConflict
 from graphrunner.errors import RunRefused as RunRefused
@@ -32,6 +35,9 @@ from graphrunner.store.query import TimeBound
 from graphrunner.streaming import StreamEvent, TranscriptStream, check_mode
 from graphrunner.telemetry import propagation
 from graphrunner.waiting import wait_for
+
+if TYPE_CHECKING:
+    from graphrunner.schedules.admin import Schedules
 
 
 class Client:
@@ -85,6 +91,7 @@ class Client:
         concurrency_key: str | None = None,
         when_busy: str = "queue",
         traceparent: str | None = None,
+        schedule: ScheduleLink | None = None,
     ) -> RunHandle:
         """Start a run of `graph` (a Graph, a file or a graph id); the same run id starts one run.
 
@@ -102,6 +109,7 @@ class Client:
         The run's spans form one OpenTelemetry trace under the caller's current span (a web
         request's, when the application traces), or under `traceparent` (a W3C header value)
         when given: one that is not a valid W3C traceparent raises `GraphrunnerError`.
+        `schedule` is set by the scheduler: the schedule and tick the run is started for.
         """
         if when_busy not in ("queue", "refuse"):
             raise GraphrunnerError(f"when_busy must be 'queue' or 'refuse', got {when_busy!r}")
@@ -118,7 +126,11 @@ class Client:
             loaded, inputs, run_id=run_id, state=state, capabilities=caps, max_state_bytes=limit
         )
         snap = snap.model_copy(
-            update={"concurrency_key": key, "trace": propagation.at_submit(run_id, traceparent)}
+            update={
+                "concurrency_key": key,
+                "trace": propagation.at_submit(run_id, traceparent),
+                "schedule": schedule,
+            }
         )
         self.cluster.graphs.put(loaded)
         identity = fingerprint(loaded, snap.inputs, snap.capabilities, key, state=state)
@@ -159,6 +171,39 @@ class Client:
         operations.resume(self.cluster, run_id, state_patch, upgrade=graph)
         return RunHandle(self, run_id)
 
+    def history(self, run_id: str) -> list[HistoryEntry]:
+        """The state after each step of a run, as far as its history is kept (`HistoryEntry`; the
+        first is where it starts: step 0, or a fork's step). Raises `RunNotFound`."""
+        return list(history.read(self.store, check_run_id(run_id)).entries)
+
+    def state_at(self, run_id: str, step: int) -> dict[str, Any]:
+        """The run's state after step `step` (0: its initial state). Raises `RunNotFound`, or
+        `HistoryUnavailable` naming the step and why (no such step, before a fork's start, past
+        the history budget)."""
+        return dict(history.read(self.store, check_run_id(run_id)).at(step).state)
+
+    def fork(
+        self,
+        run_id: str,
+        step: int,
+        state_patch: Mapping[str, Any] | None = None,
+        *,
+        upgrade: str | Path | Graph | None = None,
+        new_run_id: str | None = None,
+    ) -> RunHandle:
+        """Start a new run after step `step` of run `run_id`: at the node that step led to, with the
+        state it left plus `state_patch`, on the same graph version unless `upgrade`d (a Graph, a
+        file or a graph id of the same graph). Nothing up to that step runs again; the new run's
+        `forked_from` names the origin. Raises `RunNotFound`, `HistoryUnavailable`, `ForkError`,
+        `StateValidationError` or `RunConflict`, and writes nothing then."""
+        graph = None
+        if upgrade is not None:
+            graph = upgrade if isinstance(upgrade, Graph) else load_graph(upgrade, settings=self.settings)
+        snap = forks.fork(
+            self.cluster, check_run_id(run_id), step, state_patch, upgrade=graph, new_id=new_run_id
+        )
+        return RunHandle(self, snap.run_id)
+
     def cancel(self, run_id: str) -> RunHandle:
         """Cancel a run that has not finished (and its active child runs).
 
@@ -167,6 +212,13 @@ class Client:
         """
         operations.cancel(self.cluster, check_run_id(run_id))
         return RunHandle(self, run_id)
+
+    @functools.cached_property
+    def schedules(self) -> Schedules:
+        """The cluster's schedules: add, list, pause, trigger, backfill, remove... (docs/schedules.md)."""
+        from graphrunner.schedules.admin import Schedules
+
+        return Schedules(self)
 
     def sweep(self) -> SweepReport:
         """One sweeper pass: send the work of stalled runs again (see `graphrunner sweep`)."""
@@ -194,9 +246,12 @@ class Client:
         since: TimeBound = None,
         until: TimeBound = None,
         cursor: str | None = None,
+        schedule: str | None = None,
     ) -> list[RunSummary]:
         """Runs newest first, by graph id, status and creation time (see `list_page`)."""
-        page = self.list_page(graph_id, status, limit, offset, since=since, until=until, cursor=cursor)
+        page = self.list_page(
+            graph_id, status, limit, offset, since=since, until=until, cursor=cursor, schedule=schedule
+        )
         return list(page.runs)
 
     def list_page(
@@ -209,14 +264,18 @@ class Client:
         since: TimeBound = None,
         until: TimeBound = None,
         cursor: str | None = None,
+        schedule: str | None = None,
     ) -> RunPage:
         """A page of runs, newest first, and the cursor of the next page (None on the last one).
 
         Runs created in `[since, until)` (datetimes, naive ones in UTC, or epoch ms); `limit`
         1-1000; pass the `next_cursor` of a page as `cursor` (same filters) for the next one,
         or skip `offset` runs. Raises `InvalidRunQuery` (a `GraphrunnerError`) for bad values.
+        `schedule`: only runs that schedule started (its newest 1000 ticks; `ScheduleNotFound`).
         """
         query = RunQuery.build(graph_id, status, limit, offset, since=since, until=until, cursor=cursor)
+        if schedule is not None:
+            return self.schedules.page(schedule, query)
         return self.store.page_runs(query)
 
     def step(

@@ -60,6 +60,15 @@ class ResumeError(GraphrunnerError):
     """A run cannot be resumed in its current status."""
 
 
+class HistoryUnavailable(GraphrunnerError):
+    """A run's state at a step is not kept: no such step, before the run's history starts (a
+    fork's), past its history budget, or not kept at all."""
+
+
+class ForkError(GraphrunnerError):
+    """A run cannot be forked from that step (it ended the run, or its node is gone)."""
+
+
 class WaitTimeout(GraphrunnerError):
     """A run did not settle within the time given to `wait`."""
 
@@ -198,3 +207,11 @@ RUN_ERROR_CLASSES: dict[str, type[RunError]] = {
     "permission_denied": PermissionDenied,
     "limit_exceeded": LimitExceeded,
 }
+
+
+class ScheduleError(GraphrunnerError):
+    """A schedule is invalid (bad cron, unknown time zone, ...) or an operation on it cannot be done."""
+
+
+class ScheduleNotFound(ScheduleError):
+    """No schedule has this id."""

@@ -57,8 +57,13 @@ class Graph(CompiledGraph):
         capabilities: Sequence[str] | None = None,
         registry: ToolRegistry | None = None,
         on_step: StepObserver | None = None,
+        start: str | None = None,
     ) -> RunResult:
         """Run the whole graph in this process and return its `RunResult`.
+
+        `start` names the node to start at instead of the entry node: with `state`, a run picks
+        up where a saved history left it (`graph.invoke(state=client.state_at(run, 3),
+        start=entry.next_node)`).
 
         Without `capabilities` the run gets GRAPHRUNNER_DEFAULT_CAPABILITIES, or `*` when that is
         unset (a local run runs as you); the state size limit is GRAPHRUNNER_MAX_STATE_BYTES.
@@ -66,7 +71,9 @@ class Graph(CompiledGraph):
         from graphrunner.runner.local import LocalRunner
 
         runner = LocalRunner.from_settings(Settings.from_env(), registry=registry, on_step=on_step)
-        return await runner.invoke(self, inputs, state=state, run_id=run_id, capabilities=capabilities)
+        return await runner.invoke(
+            self, inputs, state=state, run_id=run_id, capabilities=capabilities, start=start
+        )
 
     def invoke_sync(self, inputs: Mapping[str, Any] | None = None, **kwargs: Any) -> RunResult:
         """`invoke` for synchronous code (not from inside a running event loop)."""

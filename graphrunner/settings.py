@@ -47,6 +47,13 @@ def _non_negative(name: str) -> int:
     return value
 
 
+def _non_negative_or(name: str, default: int) -> int:
+    value = _int(name, default)
+    if value < 0:
+        raise ValueError(f"{name} must be 0 or more, got {value}")
+    return value
+
+
 def _positive(name: str, default: int) -> int:
     value = _int(name, default)
     if value < 1:
@@ -122,6 +129,8 @@ class Settings:
     cache_ttl: int = 86400
     hooks_file: Path | None = None
     retention: int = 604_800  # seconds a finished run (record, transcript, path) is kept
+    history_max_bytes: int = 8_388_608  # a run's kept history (initial state, values too large for
+    # its transcript, resume patches), JSON-encoded; past it later steps cannot be read or forked
     stall_after: int = 20  # seconds without progress or heartbeat before the sweeper looks at a run
     sweep_interval: int = 5  # seconds between a worker's sweeper passes (one at a time cluster-wide)
     max_redeliveries: int = 5  # redeliveries of one step (or item) before it is a poison message
@@ -164,6 +173,7 @@ class Settings:
             cache_ttl=_int("GRAPHRUNNER_CACHE_TTL", cls.cache_ttl),
             hooks_file=Path(os.environ["GRAPHRUNNER_HOOKS"]) if os.environ.get("GRAPHRUNNER_HOOKS") else None,
             retention=_positive("GRAPHRUNNER_RETENTION", cls.retention),
+            history_max_bytes=_non_negative_or("GRAPHRUNNER_HISTORY_MAX_BYTES", cls.history_max_bytes),
             stall_after=_positive("GRAPHRUNNER_STALL_AFTER", cls.stall_after),
             sweep_interval=_positive("GRAPHRUNNER_SWEEP_INTERVAL", cls.sweep_interval),
             max_redeliveries=_positive("GRAPHRUNNER_MAX_REDELIVERIES", cls.max_redeliveries),

@@ -27,12 +27,14 @@ import pytest
 
 from graphrunner.engine import RunSnapshot, RunStatus
 from graphrunner.store import (
+    Aside,
     Committed,
     Created,
     DeadLetter,
     Fence,
     Gather,
     GraphVersion,
+    Kept,
     RedisStore,
     RunPage,
     RunQuery,
@@ -438,6 +440,64 @@ class StoreContract:
         assert store.watch("run-1") == "paused" and store.watch("ghost") is None
         assert store.run_and_steps("run-1") == (paused, store.steps("run-1"))
         assert store.run_and_steps("ghost") == (None, [])
+
+    # -- history ---------------------------------------------------------------------------------------
+
+    def test_a_run_keeps_where_its_history_starts_and_its_initial_state(self, store: Store) -> None:
+        first = self.created(store, snapshot(state={"n": 0, "text": "hi"}))
+        self.commit(store, first, moved(first), records=[record(1)])
+        found = store.history("run-1")
+        assert found is not None
+        kept, entries = found
+        assert kept.state == {"n": 0, "text": "hi"} and kept.full_at is None
+        assert kept.start == {"node": "work", "step": 0, "status": "running", "graph_hash": ""}
+        assert [e.record for e in entries] == [json.loads(record(1))] and kept.asides == {}
+        assert store.history("never") is None
+
+    def test_side_records_are_kept_with_the_records_they_belong_to(self, store: Store) -> None:
+        first = self.created(store, snapshot())
+        asides = [Aside(1, 1, json.dumps({"big": "x" * 100}))]
+        self.commit(store, first, moved(first), records=[record(1, "retry"), record(1)], asides=asides)
+        found = store.history("run-1")
+        assert found is not None
+        kept, entries = found
+        assert kept.asides == {entries[1].id: {"big": "x" * 100}}
+        assert store.load_run("run-1") == moved(first)  # nothing of it in the snapshot
+
+    def test_past_its_budget_a_run_keeps_no_more_side_records(self, make_store: StoreFactory) -> None:
+        store = make_store(history_bytes=300)
+        first = self.created(store, snapshot())  # {"n": 0}: 8 bytes
+        second = self.commit(
+            store, first, moved(first), records=[record(1)], asides=[Aside(0, 1, "[" + "1," * 100 + "1]")]
+        )
+        self.commit(
+            store, second, moved(second), records=[record(2)], asides=[Aside(0, 2, "[" + "2," * 100 + "2]")]
+        )
+        found = store.history("run-1")
+        assert found is not None
+        kept, entries = found
+        assert list(kept.asides) == [entries[0].id] and kept.full_at == 2
+        over = self.created(store, snapshot("over", state={"text": "y" * 400}))
+        kept_over = store.history(over.run_id)
+        assert kept_over is not None and kept_over[0].start is None and kept_over[0].full_at == 0
+
+    def test_a_budget_of_zero_keeps_no_history(self, make_store: StoreFactory) -> None:
+        store = make_store(history_bytes=0)
+        first = self.created(store, snapshot())
+        self.commit(store, first, moved(first), records=[record(1)], asides=[Aside(0, 1, "{}")])
+        found = store.history("run-1")
+        assert found is not None
+        assert found[0] == Kept(None, None, {}, None)
+
+    def test_a_finished_runs_history_expires_with_it(self, make_store: StoreFactory) -> None:
+        store = make_store(retention_seconds=1)
+        first = self.created(store, snapshot("done"))
+        asides = [Aside(0, 1, "{}")]
+        self.commit(
+            store, first, moved(first, status=RunStatus.COMPLETED), records=[record(1)], asides=asides
+        )
+        assert store.history("done") is not None
+        wait_until(lambda: store.history("done") is None, "the finished run's history to expire")
 
     # -- messages ----------------------------------------------------------------------------------
 

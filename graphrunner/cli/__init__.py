@@ -16,8 +16,9 @@ from graphrunner.cli.flower import flower
 from graphrunner.cli.operator import cancel, queues, sweep
 from graphrunner.cli.render import render
 from graphrunner.cli.run import run
-from graphrunner.cli.runs import resume, state, status, steps, submit, wait, watch
+from graphrunner.cli.runs import fork, resume, state, status, steps, submit, wait, watch
 from graphrunner.cli.runs_list import list_runs
+from graphrunner.cli.schedules import schedule
 from graphrunner.cli.schema import schema
 from graphrunner.cli.step import step
 from graphrunner.cli.ui import ui
@@ -56,6 +57,7 @@ main.add_command(cancel)
 main.add_command(resume)
 main.add_command(sweep)
 main.add_command(state)
+main.add_command(fork)
 main.add_command(steps)
 main.add_command(step)
 main.add_command(list_runs)
@@ -69,5 +71,6 @@ main.add_command(queues)
 main.add_command(purge)
 main.add_command(ping)
 main.add_command(ui)
+main.add_command(schedule)
 
 __all__ = ["main"]

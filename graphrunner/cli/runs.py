@@ -1,4 +1,5 @@
-"""Commands on the runs of a cluster: `submit`, `status`, `wait`, `watch`, `resume`, `state`, `steps`."""
+"""Commands on the runs of a cluster: `submit`, `status`, `wait`, `watch`, `resume`, `state`, `fork`,
+`steps`."""
 
 from __future__ import annotations
 
@@ -150,13 +151,16 @@ def status(run_id: str, as_json: bool) -> None:
 
 
 def status_lines(result: RunResult, fields: dict[str, str]) -> str:
-    """`run:`, `graph:`, `status:`, `node:`, `steps:`, `path:`, times, one per line; then a paused
-    run's `message:`, or the `error:` and its traceback."""
+    """`run:`, `graph:`, `status:`, `node:`, `steps:`, `path:`, `forked from:` (a fork), times, one
+    per line; then a paused run's `message:`, or the `error:` and its traceback."""
     node = result.snapshot.node if result.snapshot is not None else None
     lines = [f"run: {result.run_id}", f"graph: {result.graph_id}", f"status: {result.status}"]
     if node and result.status in ("pending", "running", "paused"):
         lines.append(f"node: {node}")
     lines += [f"steps: {result.step_count}", f"path: {' -> '.join(result.path) or '(none)'}"]
+    origin = result.snapshot.forked_from if result.snapshot is not None else None
+    if origin is not None:
+        lines.append(f"forked from: run {origin.run_id} after step {origin.step}")
     for name in ("created", "updated"):
         if f"{name}_at" in fields:
             lines.append(f"{name}: {iso_time(int(fields[f'{name}_at']))}")
@@ -295,12 +299,80 @@ def resume(
 
 @click.command("state")
 @click.argument("run_id", metavar="RUN")
+@click.option(
+    "--at",
+    "step",
+    type=click.IntRange(min=0),
+    metavar="STEP",
+    help="The state after step STEP instead (0: the initial state), from the run's history.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Accepted for every command: the state is JSON anyway.")
-def state(run_id: str, as_json: bool) -> None:
-    """Print a run's current state as JSON: one object, field to value (with or without --json)."""
+def state(run_id: str, step: int | None, as_json: bool) -> None:
+    """Print a run's current state as JSON: one object, field to value (with or without --json).
+
+    With --at STEP, the state after that step, as long as the run is retained and its history
+    within GRAPHRUNNER_HISTORY_MAX_BYTES (exit 1 naming the step and why when it is not kept).
+    """
     with reported_errors(), cluster_client() as client:
-        data = client.run(run_id).state()
+        data = client.run(run_id).state() if step is None else client.state_at(run_id, step)
     print_json(data)
+
+
+@click.command("fork")
+@click.argument("run_id", metavar="RUN")
+@click.option(
+    "--from",
+    "step",
+    type=click.IntRange(min=0),
+    required=True,
+    metavar="STEP",
+    help="Fork after this step of RUN (see `graphrunner steps RUN`; 0: from its start).",
+)
+@click.option(
+    "--patch",
+    callback=json_object,
+    metavar="JSON|@FILE",
+    help="Merge these fields into that step's state first, e.g. --patch '{\"approved\": true}' (or @path).",
+)
+@click.option(
+    "--upgrade",
+    is_flag=True,
+    help="Run the fork on the current version of RUN's graph (found by id on the graph path).",
+)
+@click.option(
+    "--graph",
+    "graph_ref",
+    metavar="GRAPH",
+    help="Run the fork on this version of RUN's graph (a file or graph id); implies --upgrade.",
+)
+@click.option(
+    "--run-id", "new_id", metavar="ID", help="The new run's id (the same id again starts no new run)."
+)
+@click.option("--json", "as_json", is_flag=True, help='Print {"run_id": ...}, as `submit --json` does.')
+def fork(
+    run_id: str,
+    step: int,
+    patch: dict[str, Any],
+    upgrade: bool,
+    graph_ref: str | None,
+    new_id: str | None,
+    as_json: bool,
+) -> None:
+    """Start a new run after step STEP of RUN and print its run id, as `submit` does.
+
+    The new run starts at the node that step led to, with the state after it plus --patch,
+    on the graph version that step ran on (unless --upgrade or --graph); its record names RUN
+    and STEP (`forked_from`). Nothing up to that step runs again. After a pause step it goes on
+    past the pause (as a resume would), after a failed step it runs the failed node again; a
+    step that ended the run cannot be forked from (exit 1).
+    """
+    with reported_errors(), cluster_client() as client:
+        target = graph_ref or (client.run(run_id).snapshot().graph_id if upgrade else None)
+        handle = client.fork(run_id, step, patch or None, upgrade=target, new_run_id=new_id)
+    if as_json:
+        print_json({"run_id": handle.id})
+    else:
+        click.echo(handle.id)
 
 
 @click.command("steps")

@@ -1,4 +1,5 @@
-"""`graphrunner list [--graph ID] [--status S] [--since T] [--until T] [--limit N] [--cursor C] [--json]`.
+"""`graphrunner list [--graph ID] [--status S] [--schedule ID] [--since T] [--until T] [--limit N]
+[--cursor C] [--json]`.
 
 Runs newest first, a page at a time; when there are more, the command that prints the next
 page goes to stderr (`next page: graphrunner list ... --cursor C`).
@@ -63,6 +64,9 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
     type=click.Choice(STATUSES),
     help="Only runs with this status.",
 )
+@click.option(
+    "--schedule", "schedule_id", metavar="ID", help="Only runs schedule ID (GRAPH_ID/NAME) started."
+)
 @click.option("--since", type=TimeParam(), help=f"Only runs created at or after this time: {TIME_HELP}.")
 @click.option("--until", type=TimeParam(), help="Only runs created before this time (same forms).")
 @click.option(
@@ -83,6 +87,7 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
 def list_runs(
     graph_id: str | None,
     status: str | None,
+    schedule_id: str | None,
     since: datetime | None,
     until: datetime | None,
     limit: int,
@@ -93,7 +98,9 @@ def list_runs(
     """List runs, newest first, a page at a time; the next page's command goes to stderr."""
     with reported_errors(), cluster_client() as client:
         try:
-            page = client.list_page(graph_id, status, limit, offset, since=since, until=until, cursor=cursor)
+            page = client.list_page(
+                graph_id, status, limit, offset, since=since, until=until, cursor=cursor, schedule=schedule_id
+            )
         except InvalidRunQuery as exc:
             fail(str(exc), USAGE_ERROR)
     if as_json:
@@ -104,6 +111,7 @@ def list_runs(
         click.echo("no runs")
     if page.next_cursor:
         hint = next_page(page, graph_id=graph_id, status=status, since=since, limit=limit, as_json=as_json)
+        hint += f" --schedule {shlex.quote(schedule_id)}" if schedule_id else ""
         click.echo(f"next page: {hint}", err=True)
 
 

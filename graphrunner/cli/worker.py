@@ -149,10 +149,13 @@ def _help_with_celery_options() -> None:
 
 @click.command("beat")
 def beat() -> None:
-    """Move due timers and sweep stalled runs, without taking steps (until SIGTERM or Ctrl-C).
+    """Move due timers, fire due schedule ticks and sweep stalled runs, without taking steps
+    (until SIGTERM or Ctrl-C).
 
-    Every worker does this already; run `beat` to keep timers and sweeps going where workers
-    come and go (for example scaled to zero). Any number may run: a lock keeps one sweep at a time.
+    Every worker does this already; run `beat` to keep timers, schedules and sweeps going where
+    workers come and go (for example scaled to zero). Any number may run: a lock keeps one sweep
+    at a time, and each schedule tick fires once (docs/schedules.md). At start it registers the
+    schedules the graphs on GRAPHRUNNER_GRAPH_PATH declare.
     Like the worker, it refuses a GRAPHRUNNER_REDIS_URL whose password is still `change-me`.
     """
     from graphrunner.cluster.runs.context import Cluster

@@ -72,3 +72,10 @@ class ParentLink(_Compact):
     phase: int = 0
     graph_id: str = ""
     node: str | None = None
+
+
+class ForkLink(_Compact):
+    """The run and step a forked run was started from (`graphrunner fork`, `Client.fork`)."""
+
+    run_id: str
+    step: int

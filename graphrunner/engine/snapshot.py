@@ -6,7 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator
 
-from graphrunner.engine.failures import ParentLink, RunFailure, ToleratedError
+from graphrunner.engine.failures import ForkLink, ParentLink, RunFailure, ToleratedError
+from graphrunner.engine.schedule_link import ScheduleLink
 from graphrunner.engine.trace_link import TraceLink
 from graphrunner.engine.waiting import Wait
 from graphrunner.run_status import FINISHED as FINISHED
@@ -40,7 +41,9 @@ class RunSnapshot(BaseModel):
     children: tuple[str, ...] = ()
     concurrency_key: str | None = None  # at most one active run per key (DESIGN §3)
     pause_message: str | None = None  # the `message` of the pause node a paused run is parked at
+    forked_from: ForkLink | None = None  # the run and step this run was forked from (DESIGN §12)
     trace: TraceLink | None = None  # where its spans hang in its OpenTelemetry trace (DESIGN §11)
+    schedule: ScheduleLink | None = None  # the schedule and tick that started it (DESIGN §12)
 
     @field_validator("wait", mode="before")
     @classmethod

@@ -15,7 +15,7 @@ from graphrunner.engine.plan import eval_context
 from graphrunner.engine.routing import route
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus
 from graphrunner.engine.state import as_mapping, check_inputs, check_state, initial_state
-from graphrunner.errors import ResumeError, RunError
+from graphrunner.errors import ResumeError, RunError, UnknownNode
 from graphrunner.limits import check_size
 from graphrunner.model import PauseNode
 
@@ -29,12 +29,17 @@ def begin(
     capabilities: Sequence[str] = ("*",),
     depth: int = 0,
     max_state_bytes: int | None = None,
+    start: str | None = None,
 ) -> RunSnapshot:
-    """The snapshot of a new run at the entry node.
+    """The snapshot of a new run at the entry node (or at node `start`: a saved history's step).
 
-    Raises `InvalidCapabilities`, `StateValidationError` for bad inputs or state, and
-    `LimitExceeded` when inputs or initial state are over `max_state_bytes`.
+    Raises `InvalidCapabilities`, `StateValidationError` for bad inputs or state, `UnknownNode`
+    for a `start` the graph has not, and `LimitExceeded` when inputs or initial state are over
+    `max_state_bytes`.
     """
+    if start is not None and start not in graph.nodes:
+        known = ", ".join(sorted(graph.nodes))
+        raise UnknownNode(f"graph '{graph.id}' has no node {start!r} to start at (nodes: {known})")
     caps = checked(capabilities)
     valid_inputs = check_inputs(graph.spec, inputs)
     check_size(valid_inputs, max_state_bytes, f"the inputs of graph '{graph.id}'")
@@ -50,7 +55,7 @@ def begin(
         graph_hash=graph.content_hash,
         inputs=valid_inputs,
         state=first,
-        node=graph.spec.config.start,
+        node=start or graph.spec.config.start,
         capabilities=caps,
         depth=depth,
     )

@@ -12,6 +12,7 @@ from graphrunner.model.base import NODE_NAME, Model
 from graphrunner.model.conditions import Condition
 from graphrunner.model.nodes import ErrorMode, Node
 from graphrunner.model.state import InputField, StateField
+from graphrunner.schedules.spec import SCHEDULE_NAME, ScheduleSpec
 
 HookEvent = Literal["graph_started", "after_step", "error", "limit", "graph_completed"]
 Dialect = Literal["graphrunner", "rye"]  # whose semantics a graph runs with: see docs/running-rye-graphs.md
@@ -34,6 +35,18 @@ class GraphConfig(Model):
     error_mode: ErrorMode = "fail"
     env_requires: tuple[str, ...] = ()
     hooks: tuple[Hook, ...] = ()
+    schedules: dict[str, ScheduleSpec] = Field(default_factory=dict)  # by name (docs/schedules.md)
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedule_names(cls, value: dict[str, ScheduleSpec]) -> dict[str, ScheduleSpec]:
+        for name in value:
+            if not SCHEDULE_NAME.match(name):
+                raise ValueError(
+                    f"schedule name {name!r:.80}: use 1-64 letters, digits, '_', '.' or '-', "
+                    "starting with a letter or digit"
+                )
+        return value
 
 
 class GraphSpec(Model):

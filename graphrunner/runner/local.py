@@ -69,8 +69,10 @@ class LocalRunner:
         run_id: str | None = None,
         capabilities: Sequence[str] | None = None,
         depth: int = 0,
+        start: str | None = None,
     ) -> RunResult:
-        """Start a run and drive it until it finishes or pauses (capabilities: the services' default)."""
+        """Start a run (at node `start`, else the entry node) and drive it until it finishes or
+        pauses (capabilities: the services' default)."""
         snap = engine.begin(
             graph,
             inputs,
@@ -79,6 +81,7 @@ class LocalRunner:
             capabilities=self.services.default_capabilities if capabilities is None else capabilities,
             depth=depth,
             max_state_bytes=self.services.max_state_bytes,
+            start=start,
         )
         with local_spans.run(graph, snap) as traced:
             failed = self.services.env_failure(graph, snap)

@@ -13,6 +13,7 @@ tests drive the executor, operations and sweeper with; one conformance suite
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -148,6 +149,56 @@ class Send:
 
 
 @dataclass(frozen=True)
+class Aside:
+    """A history side record a commit keeps with its transcript record number `index` (0-based,
+    in the commit's records) of step `step`: the JSON of the state values that record does not
+    carry (too large for it, or a resume's patch). Kept while the run's history is within its
+    budget (`GRAPHRUNNER_HISTORY_MAX_BYTES`)."""
+
+    index: int
+    step: int
+    body: str
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What a run keeps of its history beside its transcript: where it starts (`start`: node,
+    step, status and graph hash; None when the run keeps no history), its initial `state`, the
+    side records by transcript entry id (`asides`), and the step whose side record the budget
+    had no room for (`full_at`, None while there is room)."""
+
+    start: dict[str, Any] | None
+    state: dict[str, Any] | None
+    asides: dict[str, dict[str, Any]]
+    full_at: int | None
+
+
+def history_start(snap: RunSnapshot, state_json: str, budget: int) -> str:
+    """What a store keeps where a new run's history starts: '' for none (`budget` 0), 'full' when
+    its initial state alone is over `budget`, else the start's JSON (node, step, status, hash)."""
+    if budget <= 0:
+        return ""
+    if len(state_json) > budget:
+        return "full"
+    at = {"node": snap.node, "step": snap.step, "status": snap.status.value, "graph_hash": snap.graph_hash}
+    return json.dumps(at)
+
+
+def read_kept(fields: dict[str, str]) -> Kept:
+    """A run's `Kept` history from its record's fields (`initial`, `initial_at`, `h:<entry id>`)."""
+    start = fields.get("initial_at")
+    state = fields.get("initial")
+    asides = {name[2:]: json.loads(body) for name, body in fields.items() if name.startswith("h:")}
+    full = fields.get("history_full")
+    return Kept(
+        json.loads(start) if start else None,
+        json.loads(state) if state is not None else None,
+        asides,
+        int(full) if full not in (None, "") else None,
+    )
+
+
+@dataclass(frozen=True)
 class Sent:
     """What a run last sent to carry itself forward: message `tag` for `queue` at `at` (ms)."""
 
@@ -217,7 +268,10 @@ class RunStore(Protocol):
         sends: Sequence[Send] = (),
         progress: float | None = None,
         ack: Ack | None = None,
+        asides: Sequence[Aside] = (),
     ) -> Committed: ...
+
+    def history(self, run_id: str) -> tuple[Kept, list[StepEntry]] | None: ...
 
     def run_fields(self, run_id: str) -> dict[str, str]: ...
 

@@ -196,3 +196,43 @@ def signing_key() -> str:
 def layout() -> str:
     """String: the number of shards the runs of a Redis Cluster were written with."""
     return f"{PREFIX}:layout:shards"
+
+
+# -- schedules (graphrunner/schedules/store.py): every key on the `{sched}` slot, so one script
+# claims a schedule's ticks and moves its next fire time together, on one Redis or a cluster.
+SCHEDULES = f"{PREFIX}:{{sched}}"
+
+
+def schedule(schedule_id: str) -> str:
+    """Hash: a schedule (spec JSON, graph id and hash, source, paused, last claimed tick)."""
+    return f"{SCHEDULES}:s:{schedule_id}"
+
+
+def schedule_ids() -> str:
+    """Sorted set: every schedule id, scored by when it was added (ms)."""
+    return f"{SCHEDULES}:ids"
+
+
+def schedules_due() -> str:
+    """Sorted set: schedules that are not paused, by when (ms) their next tick fires."""
+    return f"{SCHEDULES}:due"
+
+
+def schedules_unsettled() -> str:
+    """Sorted set: claimed ticks whose outcome is not recorded yet (`<id>\\t<tick>`), by claim time (ms)."""
+    return f"{SCHEDULES}:unsettled"
+
+
+def schedule_ticks(schedule_id: str) -> str:
+    """Hash: the outcome of each recorded tick (JSON) by tick (epoch s)."""
+    return f"{SCHEDULES}:ticks:{schedule_id}"
+
+
+def schedule_log(schedule_id: str) -> str:
+    """Sorted set: the recorded ticks, scored by tick (epoch s); trimmed with `schedule_ticks`."""
+    return f"{SCHEDULES}:log:{schedule_id}"
+
+
+def schedule_runs(schedule_id: str) -> str:
+    """Sorted set: the runs a schedule started, scored by their tick (epoch s)."""
+    return f"{SCHEDULES}:runs:{schedule_id}"

@@ -22,15 +22,19 @@ from graphrunner.engine.snapshot import FINISHED
 from graphrunner.store.base import (
     VERSIONS_KEPT,
     Ack,
+    Aside,
     Committed,
     Created,
     Fence,
     Gather,
     GraphVersion,
+    Kept,
     Saved,
     Send,
     Sent,
     StepEntry,
+    history_start,
+    read_kept,
 )
 from graphrunner.store.base import now_ms as _now_ms  # `now_ms` names an argument below
 from graphrunner.store.memory_aux import MemoryAux
@@ -71,10 +75,13 @@ class _Run:
 class MemoryStore(MemoryAux):
     """The in-memory implementation of `Store` (see the module docstring)."""
 
-    def __init__(self, *, direct: bool = True, retention_seconds: int = 7 * 24 * 3600) -> None:
+    def __init__(
+        self, *, direct: bool = True, retention_seconds: int = 7 * 24 * 3600, history_bytes: int = 8 << 20
+    ) -> None:
         super().__init__()
         self.direct = direct
         self.retention_seconds = retention_seconds
+        self.history_bytes = history_bytes
         self.queues: dict[str, list[str]] = defaultdict(list)
         self._bodies: dict[str, str] = {}  # what each message sent carries, by tag
         self.graphs: dict[str, dict[str, Any]] = {}
@@ -135,6 +142,7 @@ class MemoryStore(MemoryAux):
             fields = {"fingerprint": fingerprint, "graph_id": snap.graph_id, "created_at": now}
             self._runs[snap.run_id] = run = _Run(fields)
             self._write(run, snap, now)
+            self._start_history(run, snap)
             self._set_progress(snap.run_id, progress)
             self._send(snap.run_id, run, sends, now)
             return Created(True)
@@ -168,9 +176,11 @@ class MemoryStore(MemoryAux):
         sends: Sequence[Send] = (),
         progress: float | None = None,
         ack: Ack | None = None,
+        asides: Sequence[Aside] = (),
     ) -> Committed:
-        """Write the new snapshot, if the run is at `fence`, with everything that follows it.
-        Acknowledges nothing (`ack`): no broker keeps this store's messages unacknowledged."""
+        """Write the new snapshot, if the run is at `fence`, with everything that follows it, and
+        the history side records (`asides`) within the budget. Acknowledges nothing (`ack`): no
+        broker keeps this store's messages unacknowledged."""
         with self._lock:
             run = self._run(snap.run_id)
             if run is None:
@@ -181,8 +191,9 @@ class MemoryStore(MemoryAux):
             now = _now_ms()
             self._write(run, snap, now)
             said = snap.status.value if snap.status.value != "running" else None  # as commit_run.lua
-            for record in records:
-                run.steps.append(self._entry(record, said))
+            entries = [self._entry(record, said) for record in records]
+            run.steps += entries
+            self._keep_asides(run, [entry.id for entry in entries], asides)
             run.path += walked
             self._send(snap.run_id, run, sends, now)
             self._set_progress(snap.run_id, progress)
@@ -199,6 +210,37 @@ class MemoryStore(MemoryAux):
             state=json.dumps(snap.state),
             updated_at=now,
         )
+
+    def _start_history(self, run: _Run, snap: RunSnapshot) -> None:
+        """Keep where the run's history starts and its initial state (as create_run.lua does)."""
+        state = run.fields["state"]
+        start = history_start(snap, state, self.history_bytes)
+        if start == "full":
+            run.fields["history_full"] = snap.step
+        elif start:
+            run.fields.update(initial=state, initial_at=start, history_bytes=len(state))
+
+    def _keep_asides(self, run: _Run, ids: list[str], asides: Sequence[Aside]) -> None:
+        """Keep the side records while the history is within its budget (as commit_run.lua does)."""
+        used = int(run.fields.get("history_bytes", -1))
+        if not asides or used < 0 or "history_full" in run.fields:
+            return
+        for aside in asides:
+            if used + len(aside.body) > self.history_bytes:
+                run.fields["history_full"] = aside.step
+                break
+            run.fields[f"h:{ids[aside.index]}"] = aside.body
+            used += len(aside.body)
+        run.fields["history_bytes"] = used
+
+    def history(self, run_id: str) -> tuple[Kept, list[StepEntry]] | None:
+        """What the run keeps of its history, and its transcript (None for an unknown run)."""
+        with self._lock:
+            run = self._run(run_id)
+            if run is None:
+                return None
+            fields = {k: str(v) for k, v in run.fields.items() if isinstance(v, str | int)}
+            return read_kept(fields), list(run.steps)
 
     def _restatus(self, run: _Run, old: str, new: str, now: int) -> None:
         if new in FINISHED_VALUES:

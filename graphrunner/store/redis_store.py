@@ -24,16 +24,20 @@ from graphrunner.store import keys
 from graphrunner.store.base import (
     VERSIONS_KEPT,
     Ack,
+    Aside,
     Committed,
     Created,
     Fence,
     Gather,
     GraphVersion,
+    Kept,
     Send,
     Sent,
     StepEntry,
     ack_parts,
+    history_start,
     now_ms,
+    read_kept,
 )
 from graphrunner.store.keys import KeySpace, Shard
 from graphrunner.store.query import RunPage, RunQuery, RunSummary
@@ -48,6 +52,7 @@ from graphrunner.store.redis_clients import cluster_client, single_client
 from graphrunner.store.redis_index import RunIndex, expiry_member
 
 RETENTION_SECONDS = 7 * 24 * 3600  # finished runs expire after this (GRAPHRUNNER_RETENTION)
+HISTORY_BYTES = 8 * 1024 * 1024  # a run's kept history at most (GRAPHRUNNER_HISTORY_MAX_BYTES)
 WATCH_SECONDS = 24 * 3600  # a run's waiters counter lives this long after a client last counted in
 CLUSTER_SHARDS = 16  # shards of the run indexes on a Redis Cluster (GRAPHRUNNER_CLUSTER_SHARDS)
 __all__ = ["RETENTION_SECONDS", "RedisStore", "now_ms"]
@@ -65,6 +70,7 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         retention_seconds: int = RETENTION_SECONDS,
         direct: bool = True,
         keyspace: KeySpace | None = None,
+        history_bytes: int = HISTORY_BYTES,
     ) -> None:
         super().__init__(client, retry_seconds=retry_seconds, url=url, keyspace=keyspace)
         if self.keys.clustered and direct:
@@ -75,6 +81,7 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
             )
         self.direct = direct
         self.retention_seconds = retention_seconds
+        self.history_bytes = history_bytes
         self._create = self.script("create_run.lua", sends=True)
         self._commit = self.script("commit_run.lua", sends=True)
         self._push = self.script("push.lua", sends=True)
@@ -96,10 +103,12 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         retention_seconds: int = RETENTION_SECONDS,
         direct: bool = True,
         shards: int = CLUSTER_SHARDS,
+        history_bytes: int = HISTORY_BYTES,
     ) -> RedisStore:
         """A store for `redis://...`, or for a Redis Cluster (`redis+cluster://...`) in `shards` shards."""
         options: dict[str, Any] = {"retry_seconds": retry_seconds, "url": url, "direct": direct}
         options["retention_seconds"] = retention_seconds
+        options["history_bytes"] = history_bytes
         if not is_cluster_url(url):
             return cls(single_client(url), **options)
         return cls(cluster_client(url, shards, retry_seconds), keyspace=KeySpace(shards), **options)
@@ -171,17 +180,19 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
             shard.progress(),
             *self._message_keys(run_id, sends),
         ]
+        state = json.dumps(snap.state)
         args = [
             run_id,
             fingerprint,
             status,
             snap.step,
             _meta(snap),
-            json.dumps(snap.state),
+            state,
             snap.graph_id,
             now_ms(),
             _deadline(progress),
             snap.phase,
+            history_start(snap, state, self.history_bytes),
             *self._send_args(sends),
         ]
         return run_keys, args
@@ -260,6 +271,7 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         sends: Sequence[Send] = (),
         progress: float | None = None,
         ack: Ack | None = None,
+        asides: Sequence[Aside] = (),
     ) -> Committed:
         """Write the new snapshot, if the run is at `fence`, with everything that follows it.
 
@@ -267,7 +279,8 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         nodes `walked` are appended to a list), the transcript `records` (JSON), the status
         indexes and expiry when the status changes, the sweeper's `progress` deadline (epoch
         s; None once the run is no longer running), the `sends` and, when this Redis is the
-        broker (`direct`), the acknowledgement of the message being handled (`ack`).
+        broker (`direct`), the acknowledgement of the message being handled (`ack`), and the
+        history side records of its transcript records (`asides`), within the history budget.
         """
         run_id, old, new = snap.run_id, fence.status, snap.status.value
         ack_keys, ack_tag = ack_parts(ack if self.direct else None)
@@ -306,6 +319,9 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
             *walked,
             *self._send_args(sends),
             ack_tag,
+            self.history_bytes,
+            len(asides),
+            *[part for a in asides for part in (a.index + 1, a.step, a.body)],
         ]
         reply = self._call(lambda: self._commit(keys=run_keys, args=args))
         if int(reply[0]) == 0:
@@ -454,6 +470,21 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
     def unwatch(self, run_id: str) -> None:
         """Count this client out of the run's waiters (it gave up before the run settled)."""
         self._call(lambda: self.redis.decr(self.keys.waiters(run_id)))
+
+    def history(self, run_id: str) -> tuple[Kept, list[StepEntry]] | None:
+        """What the run keeps of its history and its transcript (None for an unknown run): one
+        round trip, the transcript read first (a record read has its side record, written with it)."""
+
+        def read() -> list[Any]:
+            pipe = self.redis.pipeline(transaction=False)  # the run's keys share a slot
+            pipe.xrange(self.keys.steps(run_id))
+            pipe.hgetall(self.keys.run(run_id))
+            return pipe.execute()  # type: ignore[no-any-return]
+
+        entries, fields = self._call(read)
+        if not fields or "snapshot" not in fields:
+            return None
+        return read_kept(fields), [_entry(i, f) for i, f in entries]
 
     def run_and_steps(self, run_id: str) -> tuple[RunSnapshot | None, list[StepEntry]]:
         """The run's snapshot with its path (None for an unknown run) and its transcript: one round trip."""

@@ -306,6 +306,41 @@ def test_cancel(cluster: Client, tmp_path: Path) -> None:
     assert run.wait(timeout=30).status == "cancelled"
 
 
+def test_history_and_forks(cluster: Client, tmp_path: Path) -> None:
+    """The state at every step (a value too large for its record, a resume's patch) and forks of
+    forks, on every topology: the history's side records share the run's slot on a cluster."""
+    graph = graph_file(
+        tmp_path,
+        f"""
+        id: brokers/travel-{uid()}
+        state:
+          n: {{type: integer, default: 0}}
+          big: {{type: string, default: "{"b" * 5000}"}}
+          approved: {{type: boolean, default: false}}
+        config: {{start: add}}
+        nodes:
+          add:
+            action: {{tool: echo, params: {{n: "${{state.n}}"}}}}
+            assign: {{n: "${{result.n + 1}}", big: "${{state.big + string(state.n)}}"}}
+            next: [{{to: ask, when: "state.n >= 3"}}, {{to: add}}]
+          ask: {{type: pause, next: done}}
+          done: {{type: return}}
+    """,
+    )
+    run = cluster.submit(graph)
+    assert run.wait(timeout=60).status == "paused"
+    final = cluster.resume(run.id, {"approved": True}).wait(timeout=60)
+    entries = cluster.history(run.id)
+    assert [e.status for e in entries] == ["start", "ok", "ok", "ok", "paused", "end"]
+    assert entries[-1].state == final.state and entries[2].state["big"] == "b" * 5000 + "01"
+    fork = cluster.fork(run.id, 1, {"n": 10})
+    assert fork.wait(timeout=60).status == "paused"  # add once more (n 11), then the pause
+    again = cluster.fork(fork.id, 3, {"approved": True})  # the fork's pause step: past it
+    result = again.wait(timeout=60)
+    assert result.status == "completed" and result.state["n"] == 11 and result.state["approved"]
+    assert [r["step"] for r in again.steps()] == [4]
+
+
 def test_the_cli_submits_waits_lists_and_shows_queues(deployment: Deployment, tmp_path: Path) -> None:
     graph_id = f"brokers/cli-{uid()}"
     graph = graph_file(

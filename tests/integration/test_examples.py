@@ -20,6 +20,7 @@ CASES: list[tuple[str, dict[str, Any], str, list[str]]] = [
     ("branching.yaml", {"score": 80}, "completed", ["grade", "publish", "done"]),
     ("branching.yaml", {"score": 20}, "completed", ["grade", "review", "recover", "done"]),
     ("foreach.yaml", {"words": ["a", "bb", "ccc"]}, "completed", ["measure", "report", "done"]),
+    ("scheduled.yaml", {"team": "ops"}, "completed", ["summarise", "done"]),
 ]
 
 

@@ -31,9 +31,15 @@ class TestRedisClusterStore(RedisStoreContract):
             client.flushall()
         made: list[RedisStore] = []
 
-        def make(*, direct: bool = False, retention_seconds: int = RETENTION_SECONDS) -> RedisStore:
+        def make(
+            *, direct: bool = False, retention_seconds: int = RETENTION_SECONDS, history_bytes: int = 8 << 20
+        ) -> RedisStore:
             store = RedisStore.from_url(
-                redis_cluster.url, retry_seconds=2, retention_seconds=retention_seconds, direct=direct
+                redis_cluster.url,
+                retry_seconds=2,
+                retention_seconds=retention_seconds,
+                direct=direct,
+                history_bytes=history_bytes,
             )
             made.append(store)
             return store

@@ -25,9 +25,15 @@ class TestRedisStore(RedisStoreContract):
             client.flushdb()
         made: list[RedisStore] = []
 
-        def make(*, direct: bool = True, retention_seconds: int = RETENTION_SECONDS) -> RedisStore:
+        def make(
+            *, direct: bool = True, retention_seconds: int = RETENTION_SECONDS, history_bytes: int = 8 << 20
+        ) -> RedisStore:
             store = RedisStore.from_url(
-                url, retry_seconds=2, retention_seconds=retention_seconds, direct=direct
+                url,
+                retry_seconds=2,
+                retention_seconds=retention_seconds,
+                direct=direct,
+                history_bytes=history_bytes,
             )
             made.append(store)
             return store

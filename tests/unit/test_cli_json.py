@@ -23,9 +23,12 @@ def json_flag(command: click.Command) -> click.Option | None:
 
 @pytest.mark.parametrize("name", sorted(set(main.commands) - SERVERS))
 def test_every_command_that_prints_a_result_takes_json(name: str) -> None:
-    flag = json_flag(main.commands[name])
-    assert flag is not None, f"graphrunner {name} has no --json"
-    assert flag.is_flag and flag.help
+    command = main.commands[name]
+    subcommands = command.commands if isinstance(command, click.Group) else {"": command}
+    for sub, each in subcommands.items():
+        flag = json_flag(each)
+        assert flag is not None, f"graphrunner {name} {sub} has no --json"
+        assert flag.is_flag and flag.help
 
 
 @pytest.mark.parametrize("name", sorted(set(main.commands) - SERVERS))

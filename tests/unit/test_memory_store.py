@@ -14,8 +14,12 @@ class TestMemoryStore(StoreContract):
 
     @pytest.fixture
     def make_store(self) -> StoreFactory:
-        def make(*, direct: bool = True, retention_seconds: int = 7 * 24 * 3600) -> MemoryStore:
-            return MemoryStore(direct=direct, retention_seconds=retention_seconds)
+        def make(
+            *, direct: bool = True, retention_seconds: int = 7 * 24 * 3600, history_bytes: int = 8 << 20
+        ) -> MemoryStore:
+            return MemoryStore(
+                direct=direct, retention_seconds=retention_seconds, history_bytes=history_bytes
+            )
 
         return make
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from graphrunner.cluster.runs.graphs import GraphCache
+from graphrunner.cluster.runs.history import asides
 from graphrunner.cluster.transport.messages import Outgoing
 from graphrunner.cluster.transport.publisher import Publisher
 from graphrunner.compiled import CompiledGraph
@@ -56,6 +57,7 @@ class Cluster:
             retention_seconds=settings.retention,
             direct=direct,
             shards=settings.cluster_shards,
+            history_bytes=settings.history_max_bytes,
         )
         return cls.over(settings, store, app=app)
 
@@ -83,7 +85,8 @@ class Cluster:
         progress = self.deadline(new)
         encoded = [r.to_json() for r in records]
         ack = delivery.pending() if delivery is not None else None
-        committed = self.store.commit(fence, new, encoded, walked, sends, progress, ack)
+        kept = asides(records, new.state)
+        committed = self.store.commit(fence, new, encoded, walked, sends, progress, ack, kept)
         if not committed.committed:
             return False
         if delivery is not None and committed.acked:

@@ -12,6 +12,9 @@
   outboxes, so a broker that is away keeps them in the store, see `Publisher.pump`).
 - **Sweeps**: every `GRAPHRUNNER_SWEEP_INTERVAL` seconds a worker runs a sweeper pass (a
   lock keeps one pass at a time across the cluster).
+- **Schedules**: every `SCHEDULE_TICK` seconds a worker fires the schedules' due ticks
+  (graphrunner/schedules/firing.py; one ZRANGEBYSCORE when nothing is due), after registering
+  the schedules the graphs on GRAPHRUNNER_GRAPH_PATH declare, once.
 
 Vouching runs in the consumer's event loop (a Celery bootstep, `Vouch`); timers and sweeps in
 one daemon thread per worker (`Housekeeper`), also run alone by `graphrunner beat`.
@@ -29,14 +32,17 @@ from celery.worker import state as worker_state
 
 from graphrunner.cluster.transport import guard
 from graphrunner.cluster.worker import sweeper
+from graphrunner.errors import ScheduleError
 from graphrunner.telemetry import metrics
 
 if TYPE_CHECKING:
     from graphrunner.cluster.runs.context import Cluster
+    from graphrunner.schedules.admin import Schedules
 
 log = logging.getLogger("graphrunner.worker")
 TIMER_TICK = 0.5  # seconds between two looks for due timers
 PUMP_BATCH = 100  # due timers taken at once
+SCHEDULE_TICK = 1.0  # seconds between two looks for due schedule ticks
 
 
 class Housekeeper:
@@ -47,6 +53,9 @@ class Housekeeper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_sweep = time.monotonic() + cluster.settings.sweep_interval
+        self._schedules: Schedules | None = None
+        self._no_schedules = False  # a store schedules cannot use (the unit tests' MemoryStore)
+        self._next_schedules = 0.0
 
     def start(self) -> Housekeeper:
         """Start the thread (once)."""
@@ -81,6 +90,35 @@ class Housekeeper:
                 sweeper.sweep(self.cluster)
             except Exception as exc:
                 log.warning("sweeper pass failed (%s); will try again", exc)
+        self.fire_schedules()
+
+    def fire_schedules(self) -> None:
+        """Fire the schedules' due ticks (registering the declared schedules first). Never raises."""
+        if self._no_schedules or time.monotonic() < self._next_schedules:
+            return
+        self._next_schedules = time.monotonic() + SCHEDULE_TICK
+        try:
+            if self._schedules is None:
+                try:
+                    self._schedules = _schedules(self.cluster)
+                except ScheduleError as exc:
+                    self._no_schedules = True
+                    log.info("schedules are not fired here: %s", exc)
+                    return
+            self._schedules.scheduler.fire_due()
+        except Exception as exc:
+            log.warning("firing schedules failed (%s); will try again", exc)
+
+
+def _schedules(cluster: Cluster) -> Schedules:
+    """The cluster's schedules, the graph path's declared ones registered."""
+    from graphrunner.client import Client
+    from graphrunner.schedules.admin import Schedules
+    from graphrunner.schedules.declared import register_declared
+
+    schedules = Schedules(Client(cluster=cluster))
+    register_declared(schedules)
+    return schedules
 
 
 class Vouch(bootsteps.StartStopStep):  # type: ignore[misc]

@@ -11,7 +11,10 @@
 -- [8] snapshot JSON (without state and path), [9] state JSON, [10] now (ms),
 -- [11] progress deadline (ms; '' when the run is no longer running), [12] retention (s),
 -- [13] expiry member, then k and k transcript records, then w and w nodes walked, then sends,
--- then the delivery tag of the message the commit acknowledges ('' for none)
+-- then the delivery tag of the message the commit acknowledges ('' for none), then the run's
+-- history budget (bytes) and h and h history side records: per record, the index (1-based) of
+-- the transcript record it belongs to, its step, and its JSON (kept as the run hash's field
+-- 'h:<entry id>' while the run's history is within its budget; RedisStore.history reads them)
 -- A transcript entry is {r = record}, plus {s = new status} when the commit leaves the run not
 -- running (finished, paused, pending).
 -- Returns {1} when committed, {0, current step, current status, current phase}
@@ -28,11 +31,12 @@ redis.call('HSET', run, 'step', ARGV[5], 'phase', ARGV[6], 'status', ARGV[7],
 local i = 14
 local k = tonumber(ARGV[i])
 local stopped = ARGV[7] ~= 'running'  -- its records say so ('s'): a follower reads no status
+local ids = {}
 for j = i + 1, i + k do
   if stopped then
-    redis.call('XADD', KEYS[2], '*', 'r', ARGV[j], 's', ARGV[7])
+    ids[j - i] = redis.call('XADD', KEYS[2], '*', 'r', ARGV[j], 's', ARGV[7])
   else
-    redis.call('XADD', KEYS[2], '*', 'r', ARGV[j])
+    ids[j - i] = redis.call('XADD', KEYS[2], '*', 'r', ARGV[j])
   end
 end
 i = i + k + 1
@@ -43,6 +47,23 @@ end
 i = i + w + 1
 i = send_all(i, 13, run, KEYS[5], KEYS[6], KEYS[7], now)
 acknowledge(ARGV[i], KEYS[#KEYS - 3], KEYS[#KEYS - 2])
+local h = tonumber(ARGV[i + 2] or '0')
+if h > 0 then  -- history side records: only while the run keeps history within its budget
+  local kept = redis.call('HMGET', run, 'history_bytes', 'history_full')
+  local used, budget = tonumber(kept[1] or '-1'), tonumber(ARGV[i + 1])
+  if used >= 0 and not kept[2] then
+    for j = i + 3, i + 3 * h, 3 do
+      local body = ARGV[j + 2]
+      if used + #body > budget then
+        redis.call('HSET', run, 'history_full', ARGV[j + 1])
+        break
+      end
+      redis.call('HSET', run, 'h:' .. ids[tonumber(ARGV[j])], body)
+      used = used + #body
+    end
+    redis.call('HSET', run, 'history_bytes', used)
+  end
+end
 if ARGV[11] == '' then
   redis.call('ZREM', KEYS[4], ARGV[1])
 else
