@@ -25,7 +25,7 @@ class Runs(Base):
     async def get(self) -> None:
         args = {
             k: self.get_argument(k)
-            for k in ("graph", "status", "since", "until", "cursor", "limit", "offset")
+            for k in ("graph", "status", "schedule", "since", "until", "cursor", "limit", "offset")
             if self.get_argument(k, None) is not None
         }
         self.send_json(await self.call(reading.runs_page, self.explorer.client, args))
@@ -71,11 +71,12 @@ class Timeline(Base):
 
 
 class State(Base):
-    """`GET /api/runs/<id>/state[?key=K]`: the whole state, or one key's value, uncapped."""
+    """`GET /api/runs/<id>/state[?key=K][&at=STEP]`: the whole state, or one key's value, uncapped;
+    with `at`, as it was after that step (the run's history)."""
 
     async def get(self, run_id: str) -> None:
-        key = self.get_argument("key", None)
-        self.send_json(await self.call(reading.full_state, self.explorer.client, run_id, key))
+        key, at = self.get_argument("key", None), self.get_argument("at", None)
+        self.send_json(await self.call(reading.full_state, self.explorer.client, run_id, key, at))
 
 
 class GraphApi(Base):

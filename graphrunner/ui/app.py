@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from tornado.web import Application
 
-from graphrunner.ui import actions, api, pages
+from graphrunner.ui import actions, api, pages, schedules
 from graphrunner.ui.base import Static, executor
 from graphrunner.ui.guard import allowed_hosts
 from graphrunner.ui.throttle import LoginThrottle
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 HERE = Path(__file__).resolve().parent
 RUN = r"/runs/([^/]+)"
+SCHEDULE_API = r"/api/schedules/([^/]+)"  # the id percent-encoded: `graph%2Fname`
 
 
 @dataclass
@@ -57,10 +58,15 @@ def make_app(
         (r"/api" + RUN + r"/state", api.State),
         (r"/api" + RUN + r"/cancel", actions.Cancel),
         (r"/api" + RUN + r"/resume", actions.Resume),
+        (r"/api" + RUN + r"/fork", actions.Fork),
+        (r"/api/schedules", schedules.SchedulesApi),
+        (SCHEDULE_API, schedules.ScheduleApi),
+        (SCHEDULE_API + r"/(" + "|".join(schedules.ACTIONS) + ")", schedules.ScheduleAction),
         (r"/api/graphs/(.+)", api.GraphApi),
         (r"/api/graph-stats/(.+)", api.GraphStats),
         (r"/", pages.RunsPage),
         (RUN, pages.RunPage),
+        (r"/schedules", schedules.SchedulesPage),
         (r"/graphs/(.+)", pages.GraphPage),
     ]
     return Application(

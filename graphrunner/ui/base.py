@@ -14,9 +14,11 @@ from tornado.web import HTTPError, RequestHandler, StaticFileHandler
 
 from graphrunner.errors import (
     CancelError,
+    ForkError,
     GraphNotFound,
     GraphrunnerError,
     GraphValidationError,
+    HistoryUnavailable,
     InvalidCapabilities,
     InvalidRunId,
     InvalidRunQuery,
@@ -24,6 +26,8 @@ from graphrunner.errors import (
     RunConflict,
     RunNotFound,
     RunRefused,
+    ScheduleError,
+    ScheduleNotFound,
     StateValidationError,
     StoreUnavailable,
 )
@@ -43,6 +47,8 @@ TOO_DEEP = (
 STATUS_OF: tuple[tuple[type[GraphrunnerError], int], ...] = (
     (RunNotFound, 404),
     (GraphNotFound, 404),
+    (ScheduleNotFound, 404),
+    (HistoryUnavailable, 404),
     (InvalidRunId, 400),
     (InvalidRunQuery, 400),
     (GraphValidationError, 422),
@@ -52,6 +58,8 @@ STATUS_OF: tuple[tuple[type[GraphrunnerError], int], ...] = (
     (RunRefused, 409),
     (CancelError, 409),
     (ResumeError, 409),
+    (ForkError, 409),
+    (ScheduleError, 422),
     (StoreUnavailable, 503),
 )
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from graphrunner.run_status import STATUSES
 from graphrunner.ui.node_stats import WINDOWS
+from graphrunner.ui.schedules import SPEC_FIELDS
 
 RUN_ID = {"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}
 ERROR = {
@@ -125,6 +126,87 @@ def _query(name: str, description: str, schema: dict[str, Any] | None = None) ->
         "required": False,
         "description": description,
         "schema": schema or {"type": "string"},
+    }
+
+
+def _body(properties: dict[str, Any], required: bool = False) -> dict[str, Any]:
+    """A JSON object request body with `properties`."""
+    schema = {"type": "object", "properties": properties}
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def _time_travel_paths() -> dict[str, Any]:
+    """Forking a run after one of its steps."""
+    patch = {"type": "object", "description": "merged into the state that step left"}
+    return {
+        "/api/runs/{run_id}/fork": {
+            "post": {
+                "summary": "Start a new run after a step of this one, at the node that step led to, with "
+                "its state plus a patch (the login needs every capability the run carries)",
+                "parameters": [RUN_ID],
+                "requestBody": _body({"step": {"type": "integer"}, "state_patch": patch}, required=True),
+                "responses": {"201": _json(ACTED, "the new run")}
+                | _errors(400, 401, 403, 404, 409, 415, 422),
+            }
+        }
+    }
+
+
+def _schedule_paths() -> dict[str, Any]:
+    """Schedules: list, add, read, and act on one (its id percent-encoded: `graph%2Fname`)."""
+    sid = {
+        "name": "schedule_id",
+        "in": "path",
+        "required": True,
+        "description": "`<graph id>/<name>`, percent-encoded as one path segment",
+        "schema": {"type": "string"},
+    }
+    spec = {name: {"description": f"as in a graph's config.schedules ({name})"} for name in SPEC_FIELDS}
+    add: dict[str, Any] = {
+        "graph": {"type": "string"},
+        "name": {"type": "string"},
+        "paused": {"type": "boolean"},
+    }
+    add["capabilities"] = {"type": "array", "items": {"type": "string"}, "description": "narrows the login's"}
+    actions: dict[str, Any] = {}
+    for action, summary in (
+        ("pause", "Stop firing ticks (any login)"),
+        ("resume", "Fire again from the next tick (the login needs the schedule's capabilities)"),
+        ("trigger", "Start a run now (the login needs the schedule's capabilities)"),
+        ("backfill", "Fire the ticks in [start, end) (the login needs the schedule's capabilities)"),
+        ("remove", "Remove the schedule; its runs stay (any login)"),
+    ):
+        op: dict[str, Any] = {
+            "summary": summary,
+            "parameters": [sid],
+            "responses": {"200": _json({"type": "object"}, "the schedule, or the run/ticks started")}
+            | _errors(400, 401, 403, 404, 415, 422),
+        }
+        if action == "backfill":
+            bound = {"type": ["number", "string"], "description": "epoch seconds or an ISO date-time"}
+            op["requestBody"] = _body({"start": bound, "end": bound}, required=True)
+        actions[f"/api/schedules/{{schedule_id}}/{action}"] = {"post": op}
+    return {
+        "/api/schedules": {
+            "get": {
+                "summary": "Every schedule: spec, next fire times, recent tick outcomes",
+                "responses": {"200": _json({"type": "object"}, "the schedules")} | _errors(401),
+            },
+            "post": {
+                "summary": "Add (or replace) a schedule; its runs carry the login's capabilities",
+                "requestBody": _body({**add, **spec}, required=True),
+                "responses": {"201": _json({"type": "object"}, "the schedule")}
+                | _errors(400, 401, 403, 404, 415, 422),
+            },
+        },
+        "/api/schedules/{schedule_id}": {
+            "get": {
+                "summary": "One schedule",
+                "parameters": [sid],
+                "responses": {"200": _json({"type": "object"}, "the schedule")} | _errors(401, 404),
+            }
+        },
+        **actions,
     }
 
 
@@ -295,7 +377,11 @@ def document() -> dict[str, Any]:
             "/api/runs/{run_id}/state": {
                 "get": {
                     "summary": "The whole state, or one key's value",
-                    "parameters": [RUN_ID, _query("key", "one state key")],
+                    "parameters": [
+                        RUN_ID,
+                        _query("key", "one state key"),
+                        _query("at", "the state after this step (the run's history)", {"type": "integer"}),
+                    ],
                     "responses": {"200": _json({}, "the state or the value")} | _errors(400, 401, 404),
                 }
             },
@@ -326,6 +412,8 @@ def document() -> dict[str, Any]:
                     | _errors(400, 401, 403, 404, 409, 415, 422),
                 }
             },
+            **_time_travel_paths(),
+            **_schedule_paths(),
             "/api/graphs/{graph_id}": {
                 "get": {
                     "summary": "The stored versions of a graph (newest first) and its recent runs",

@@ -22,7 +22,7 @@ class RunsPage(Page):
     """`/`: runs newest first, filtered by graph, status and time, a page at a time."""
 
     async def get(self) -> None:
-        names = ("graph", "status", "since", "until", "cursor", "limit")
+        names = ("graph", "status", "schedule", "since", "until", "cursor", "limit")
         args = {k: v for k in names if (v := self.get_argument(k, "").strip())}
         page = await self.call(reading.runs_page, self.explorer.client, args)
         self.render("runs.html", page=page, args=args, statuses=STATUSES, pretty=pretty)

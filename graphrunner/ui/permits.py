@@ -50,14 +50,17 @@ def run_capabilities(granted: Sequence[str], requested: Any, user: str | None) -
     return tuple(requested)
 
 
-def check_resume(granted: Sequence[str], run_id: str, carried: Sequence[str], user: str | None) -> None:
+def check_resume(
+    granted: Sequence[str], run_id: str, carried: Sequence[str], user: str | None, doing: str = "resume"
+) -> None:
     """Raise `SubmitRefused` unless the login could have submitted a run carrying `carried`: resuming
-    (with a state patch) steers what a run does with its capabilities, so it needs them all."""
+    or forking (with a state patch) steers what a run does with its capabilities, so it needs them
+    all; `doing` names the action in the message."""
     wider = beyond(granted, carried)
     if wider is not None:
         raise SubmitRefused(
             f"run {run_id} carries capability {wider!r}, which {_who(user)} is not granted: only a "
-            f"login granted all of {list(carried)} may resume it",
+            f"login granted all of {list(carried)} may {doing} it",
             capability=wider,
             granted=list(granted),
         )

@@ -62,6 +62,7 @@ def runs_page(client: Client, args: Mapping[str, str]) -> dict[str, Any]:
         since=_time(args, "since"),
         until=_time(args, "until"),
         cursor=args.get("cursor") or None,
+        schedule=args.get("schedule") or None,
     )
     return {"runs": [r.to_dict() for r in page.runs], "next_cursor": page.next_cursor}
 
@@ -174,9 +175,13 @@ def graph_stats(client: Client, graph_id: str, window: str | None) -> dict[str, 
     }
 
 
-def full_state(client: Client, run_id: str, key: str | None) -> Any:
-    """`/api/runs/<id>/state`: the whole state, or the value of one key."""
-    state = snapshot(client, run_id).state
+def full_state(client: Client, run_id: str, key: str | None, at: str | None = None) -> Any:
+    """`/api/runs/<id>/state[?at=STEP]`: the whole state (now, or after step `at` from the run's
+    history), or the value of one key."""
+    if at is None:
+        state = snapshot(client, run_id).state
+    else:
+        state = client.state_at(check_run_id(run_id), _whole({"at": at}, "at", None))
     if key is None:
         return state
     if key not in state:

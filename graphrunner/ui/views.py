@@ -72,6 +72,8 @@ def run_view(
         "children": list(snap.children[:MAX_LISTED]),
         "children_total": len(snap.children),
         "concurrency_key": snap.concurrency_key,
+        "forked_from": snap.forked_from.model_dump(mode="json") if snap.forked_from is not None else None,
+        "schedule": snap.schedule.model_dump(mode="json") if snap.schedule is not None else None,
         "capabilities": list(snap.capabilities),
         "trace": trace_view(snap, trace_url),
         "inputs": inputs,

@@ -1,6 +1,6 @@
 """The run explorer in a real browser (headless Debian Chromium driven by Playwright): the run
-list, a run drawn with its path, a failure's traceback, cancelling a running run and resuming a
-paused one with a state patch. Screenshots go to $GRAPHRUNNER_UI_SCREENSHOTS (default /tmp)."""
+list, a run drawn with its path, a failure's traceback, cancelling a running run, resuming a
+paused one with a state patch, forking a run from a step, and the schedules page. Screenshots go to $GRAPHRUNNER_UI_SCREENSHOTS (default /tmp)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_ui_api import PAUSING, SLEEPING, graph_file
+from test_ui_api import HELLO, PAUSING, SLEEPING, graph_file
 from test_ui_server import PASSWORD, USER, UiServer, unique
+from test_ui_time_travel import COUNTING
 
 from graphrunner.client import Client
 from graphrunner.embedded import EmbeddedRedis
@@ -166,3 +167,48 @@ def test_resume_a_paused_run_with_a_state_patch(page: Page, graphs: Path, cluste
     expect(page.locator("#graph svg g#node-ship")).to_have_class(re.compile(r"\bvisited\b"))
     assert run.wait(timeout=60).state["outcome"] == "shipped"
     page.screenshot(path=str(SHOTS / "ui_resumed.png"), full_page=True)
+
+
+def test_fork_a_completed_run_from_a_step_with_a_patch(page: Page, graphs: Path, cluster: Client) -> None:
+    run = cluster.submit(str(graph_file(graphs, COUNTING, unique("ui/counting"))), capabilities=["tool:echo"])
+    assert run.wait(timeout=60).state["n"] == 3
+    page.goto(f"/runs/{run.id}")
+    page.locator('button.fork-here[data-step="1"]').click()
+    expect(page.locator("#fork-state")).to_contain_text('"n": 1')  # the state that step left
+    page.locator("#fork-patch").fill('{"n": "ten"}')
+    page.locator("#fork").click()
+    expect(page.locator("#action-result")).to_contain_text("StateValidationError")
+    page.screenshot(path=str(SHOTS / "ui_fork.png"), full_page=True)
+    page.locator("#fork-patch").fill('{"n": 10}')
+    page.locator("#fork").click()
+    expect(page.locator("a.forked-from")).to_have_text(run.id)  # the new run's page
+    forked = page.locator("#run").get_attribute("data-run-id")
+    assert forked is not None and forked != run.id
+    assert cluster.run(forked).wait(timeout=60).state["n"] == 12  # b and c ran again, a did not
+    expect(page.locator("#run-status")).to_have_text("completed", timeout=WAIT_MS)
+    page.screenshot(path=str(SHOTS / "ui_forked.png"), full_page=True)
+
+
+def test_the_schedules_page_resumes_triggers_and_pauses(page: Page, graphs: Path, cluster: Client) -> None:
+    path = graph_file(graphs, HELLO, unique("ui/hello"))
+    info = cluster.schedules.add(str(path), "hourly", cron="0 * * * *", inputs={"name": "page"}, paused=True)
+    try:
+        page.goto("/schedules")
+        row = page.locator(f'tr[data-schedule-id="{info.id}"]')
+        expect(row).to_contain_text("cron 0 * * * *")
+        expect(row.locator(".status.paused")).to_be_visible()
+        row.locator('button[data-action="resume"]').click()
+        expect(row.locator('button[data-action="pause"]')).to_be_visible()  # the page reloaded
+        expect(row.locator(".next-fires .fire")).to_have_count(3)
+        row.locator('button[data-action="trigger"]').click()
+        expect(page.locator("#action-result")).to_contain_text("Triggered: run")
+        started = [r for r in cluster.list_runs(info.graph_id) if r.status != "pending"]
+        assert started, "the trigger started no run"
+        assert cluster.run(started[0].run_id).wait(timeout=60).state["greeting"] == "Hello, page!"
+        page.screenshot(path=str(SHOTS / "ui_schedules.png"), full_page=True)
+        page.goto("/schedules")
+        row.locator('button[data-action="pause"]').click()
+        expect(row.locator(".status.paused")).to_be_visible()
+        assert cluster.schedules.get(info.id).paused
+    finally:
+        cluster.schedules.remove(info.id)

@@ -10,6 +10,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -219,6 +220,63 @@ def test_resuming_needs_every_capability_the_run_carries(
     resumed = http.post(f"/api/runs/{run.id}/resume", json=patch, headers=login(OPS))
     assert resumed.status_code == 200, resumed.text
     assert run.wait(timeout=WAIT).status == "completed"
+
+
+def test_forking_needs_every_capability_the_run_carries(
+    http: httpx.Client, graphs: Path, cluster: Client
+) -> None:
+    """A fork carries its origin's capabilities: a login that could not have submitted the run
+    cannot fork it, whatever the patch."""
+    run = cluster.submit(
+        str(graph_file(graphs, PAUSING, unique("ui/pausing"))), capabilities=["tool:echo", "tool:shell"]
+    )
+    assert run.wait(timeout=WAIT).status == "paused"
+    body = {"step": 1, "state_patch": {"approved": True}}
+    refused = http.post(f"/api/runs/{run.id}/fork", json=body, headers=login(VIEWER))
+    assert refused.status_code == 403 and refused.json()["error"]["capability"] == "tool:shell"
+    assert [r.run_id for r in cluster.list_runs(run.snapshot().graph_id)] == [run.id]
+    forked = http.post(f"/api/runs/{run.id}/fork", json=body, headers=login(OPS))
+    assert forked.status_code == 201, forked.text
+    fork = cluster.run(forked.json()["run_id"])
+    assert fork.snapshot().capabilities == ("tool:echo", "tool:shell")
+    assert fork.wait(timeout=WAIT).status == "paused"  # at the pause again, approved by the patch
+    for paused in (run.id, fork.id):
+        cluster.cancel(paused)
+
+
+def test_a_schedule_carries_its_login_and_only_such_a_login_starts_its_runs(
+    http: httpx.Client, graphs: Path, cluster: Client
+) -> None:
+    """Adding a schedule is submitting runs later: its runs carry the login's capabilities, checked
+    against the graph now; resuming, triggering or backfilling needs them all; pausing and
+    removing (stopping) any login may do."""
+    graph_id = unique("ui/shell")
+    graph_file(graphs, SHELL, graph_id)
+    body = {"graph": graph_id, "name": "nightly", "cron": "0 2 * * *", "paused": True}
+    refused = http.post("/api/schedules", json=body, headers=login(PLAIN))
+    assert refused.status_code == 403 and refused.json()["error"]["capability"] == "tool:shell"
+    url = f"/api/schedules/{quote(graph_id + '/nightly', safe='')}"
+    assert http.get(url, headers=login(OPS)).status_code == 404  # nothing stored
+    wider = http.post("/api/schedules", json=body | {"capabilities": ["*"]}, headers=login(OPS))
+    assert wider.status_code == 403 and wider.json()["error"]["capability"] == "*"
+    added = http.post("/api/schedules", json=body, headers=login(OPS))
+    assert added.status_code == 201, added.text
+    try:
+        assert added.json()["capabilities"] == [*PURE_BUILTINS, *OPS_GRANTS]
+        for action in ("resume", "trigger"):
+            answer = http.post(f"{url}/{action}", json={}, headers=login(VIEWER))
+            assert answer.status_code == 403 and answer.json()["error"]["capability"] == "tool:shell", action
+        window = {"start": "2026-01-01T00:00:00", "end": "2026-01-03T00:00:00"}
+        assert http.post(f"{url}/backfill", json=window, headers=login(VIEWER)).status_code == 403
+        assert no_runs(http, graph_id)
+        assert http.post(f"{url}/pause", json={}, headers=login(VIEWER)).status_code == 200
+        triggered = http.post(f"{url}/trigger", json={}, headers=login(OPS))
+        assert triggered.status_code == 200, triggered.text
+        run = cluster.run(triggered.json()["run_id"])
+        assert run.wait(timeout=WAIT).status == "completed"
+        assert run.snapshot().capabilities == (*PURE_BUILTINS, *OPS_GRANTS)
+    finally:
+        assert http.post(f"{url}/remove", json={}, headers=login(VIEWER)).status_code == 200
 
 
 def test_a_foreign_host_is_refused_even_with_credentials(server: UiServer, http: httpx.Client) -> None:

@@ -1,4 +1,4 @@
-// graphrunner run explorer: live updates and the cancel/resume actions, from the JSON API.
+// graphrunner run explorer: live updates and the actions (cancel, resume, fork; schedules), from the JSON API.
 "use strict";
 (function () {
   const POLL_MS = 3000;
@@ -39,9 +39,14 @@
     }, POLL_MS);
   }
 
-  async function act(url, body) {
+  function say(text, bad) {
     const out = document.getElementById("action-result");
-    out.className = ""; out.textContent = "…";
+    out.className = bad ? "bad" : ""; out.textContent = text;
+  }
+
+  // POST an action; `done(reply)` on success (default: say the run's status and reload)
+  async function act(url, body, done) {
+    say("…");
     try {
       const answer = await fetch(url, {
         method: "POST", credentials: "same-origin",
@@ -49,10 +54,55 @@
         body: JSON.stringify(body || {}),
       });
       const reply = await answer.json();
-      if (!answer.ok) { out.className = "bad"; out.textContent = reply.error ? reply.error.type + ": " + reply.error.message : answer.statusText; return; }
-      out.textContent = "Done: the run is " + reply.status + ".";
+      if (!answer.ok) { say(reply.error ? reply.error.type + ": " + reply.error.message : answer.statusText, true); return; }
+      if (done) { done(reply); return; }
+      say("Done: the run is " + reply.status + ".");
       setTimeout(() => location.reload(), 600);
-    } catch (e) { out.className = "bad"; out.textContent = String(e); }
+    } catch (e) { say(String(e), true); }
+  }
+
+  function parsed(textarea, what) {
+    try { return { value: JSON.parse(textarea.value || "{}") }; } catch (e) { say("The " + what + " is not JSON: " + e.message, true); return null; }
+  }
+
+  // the fork box: "Fork from here" on a transcript row picks its step and shows its state
+  function forkBox(base) {
+    const box = document.getElementById("fork-box");
+    if (!box) return;
+    const step = document.getElementById("fork-step");
+    const shown = document.getElementById("fork-state");
+    const patch = document.getElementById("fork-patch");
+    async function showState() {
+      try {
+        const state = await getJson(base + "/state?at=" + encodeURIComponent(step.value));
+        shown.textContent = "State after step " + step.value + ":\n" + JSON.stringify(state, null, 2);
+      } catch (e) { shown.textContent = "The state after step " + step.value + " is not kept (" + e.message + ")."; }
+      shown.hidden = false;
+    }
+    step.addEventListener("change", showState);
+    document.querySelectorAll("button.fork-here").forEach((button) => button.addEventListener("click", () => {
+      step.value = button.dataset.step; box.open = true; showState(); patch.focus();
+    }));
+    document.getElementById("fork").addEventListener("click", () => {
+      const value = parsed(patch, "state patch");
+      if (value === null) return;
+      act(base + "/fork", { step: Number(step.value), state_patch: value.value }, (reply) => {
+        say("Forked: run " + reply.run_id + " is " + reply.status + ".");
+        location.assign("/runs/" + encodeURIComponent(reply.run_id));
+      });
+    });
+  }
+
+  // "/schedules": pause, resume and trigger
+  function schedulesPage(table) {
+    table.querySelectorAll("button.schedule-act").forEach((button) => button.addEventListener("click", () => {
+      const row = button.closest("tr");
+      const id = row.dataset.scheduleId, action = button.dataset.action;
+      act("/api/schedules/" + encodeURIComponent(id) + "/" + action, {}, (reply) => {
+        say(action === "trigger" ? "Triggered: run " + reply.run_id + " is " + reply.status + "." : "Done: " + id + (reply.paused ? " is paused." : " fires again."));
+        setTimeout(() => location.reload(), 600);
+      });
+    }));
   }
 
   // "/runs/<id>": the actions, and a reload when the run moves on (unless a patch is being edited)
@@ -64,17 +114,18 @@
     const resume = document.getElementById("resume");
     const patch = document.getElementById("state-patch");
     if (resume) resume.addEventListener("click", () => {
-      let value;
-      try { value = JSON.parse(patch.value || "{}"); } catch (e) {
-        const out = document.getElementById("action-result"); out.className = "bad"; out.textContent = "The state patch is not JSON: " + e.message; return;
-      }
-      act(base + "/resume", { state_patch: value });
+      const value = parsed(patch, "state patch");
+      if (value !== null) act(base + "/resume", { state_patch: value.value });
     });
+    forkBox(base);
+    const forkPatch = document.getElementById("fork-patch");
+    const edited = (area) => area && area.value.trim() !== "{}" && area.value.trim() !== "";
     setInterval(async () => {
       try {
         const run = await getJson(base);
         const moved = run.status !== section.dataset.status || String(run.step_count) !== section.dataset.step;
-        const editing = patch && patch.value.trim() !== "{}" && patch.value.trim() !== "";
+        const box = document.getElementById("fork-box");
+        const editing = edited(patch) || edited(forkPatch) || (box && box.open);
         if (moved && !editing) location.reload();
         else if (moved) document.getElementById("run-status").textContent = run.status + " (reload to see)";
       } catch (e) { /* the next poll tries again */ }
@@ -86,5 +137,7 @@
     if (table) liveList(table);
     const section = document.getElementById("run");
     if (section) runPage(section);
+    const schedules = document.getElementById("schedules");
+    if (schedules) schedulesPage(schedules);
   });
 })();
