@@ -151,8 +151,9 @@ def status(run_id: str, as_json: bool) -> None:
 
 
 def status_lines(result: RunResult, fields: dict[str, str]) -> str:
-    """`run:`, `graph:`, `status:`, `node:`, `steps:`, `path:`, `forked from:` (a fork), times, one
-    per line; then a paused run's `message:`, or the `error:` and its traceback."""
+    """`run:`, `graph:`, `status:`, `node:`, `steps:`, `path:`, `forked from:` (a fork),
+    `schedule:` (a scheduled run), times, one per line; then a paused run's `message:`, or the
+    `error:` and its traceback."""
     node = result.snapshot.node if result.snapshot is not None else None
     lines = [f"run: {result.run_id}", f"graph: {result.graph_id}", f"status: {result.status}"]
     if node and result.status in ("pending", "running", "paused"):
@@ -161,6 +162,10 @@ def status_lines(result: RunResult, fields: dict[str, str]) -> str:
     origin = result.snapshot.forked_from if result.snapshot is not None else None
     if origin is not None:
         lines.append(f"forked from: run {origin.run_id} after step {origin.step}")
+    schedule = result.snapshot.schedule if result.snapshot is not None else None
+    if schedule is not None:
+        how = "triggered" if schedule.trigger else "tick"
+        lines.append(f"schedule: {schedule.id} ({how} {iso_time(schedule.tick * 1000)})")
     for name in ("created", "updated"):
         if f"{name}_at" in fields:
             lines.append(f"{name}: {iso_time(int(fields[f'{name}_at']))}")

@@ -266,6 +266,7 @@ def test_the_cli(cluster: Client, schedules: Schedules, tmp_path: Any) -> None:
     triggered = invoke(url, "schedule", "trigger", sid, "--json")
     run_id = json.loads(triggered.output)["run_id"]
     assert cluster.run(run_id).wait(timeout=30).status == "completed"
+    assert f"schedule: {sid} (triggered " in invoke(url, "status", run_id).output
     runs = invoke(url, "list", "--schedule", sid, "--json")
     assert [r["run_id"] for r in json.loads(runs.output)] == [run_id]
     span = ("--start", "2030-01-01T00:00:00Z", "--end", "2030-01-01T00:31:00Z")
