@@ -7,23 +7,20 @@ never runs a step (no executor, no worker machinery is built here).
 from __future__ import annotations
 
 import functools
-import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphrunner import engine
-from graphrunner.cluster.runs import forks, history, operations
+from graphrunner.cluster.runs import forks, history, operations, submission
 from graphrunner.cluster.runs.context import Cluster
 from graphrunner.cluster.runs.history import HistoryEntry
-from graphrunner.cluster.runs.ids import check_concurrency_key, check_run_id, fingerprint
+from graphrunner.cluster.runs.ids import check_run_id
 from graphrunner.cluster.worker import sweeper
 from graphrunner.cluster.worker.sweeper import SweepReport
 from graphrunner.engine import RunSnapshot
 from graphrunner.engine.schedule_link import ScheduleLink
 from graphrunner.errors import CancelError as CancelError  # re-exported for users
-from graphrunner.errors import GraphrunnerError, RunConflict
 from graphrunner.errors import RunRefused as RunRefused
 from graphrunner.graph import Graph
 from graphrunner.loading import load_graph
@@ -33,11 +30,10 @@ from graphrunner.settings import Settings
 from graphrunner.store import RunPage, RunQuery, RunSummary, existing_run
 from graphrunner.store.query import TimeBound
 from graphrunner.streaming import StreamEvent, TranscriptStream, check_mode
-from graphrunner.telemetry import propagation
 from graphrunner.waiting import wait_for
 
 if TYPE_CHECKING:
-    from graphrunner.schedules.admin import Schedules
+    from graphrunner.cluster.schedules.admin import Schedules
 
 
 class Client:
@@ -111,42 +107,20 @@ class Client:
         when given: one that is not a valid W3C traceparent raises `GraphrunnerError`.
         `schedule` is set by the scheduler: the schedule and tick the run is started for.
         """
-        if when_busy not in ("queue", "refuse"):
-            raise GraphrunnerError(f"when_busy must be 'queue' or 'refuse', got {when_busy!r}")
-        key = check_concurrency_key(concurrency_key)
-        if traceparent is not None and not propagation.valid_traceparent(traceparent):
-            raise GraphrunnerError(
-                f"traceparent {traceparent!r:.80} is not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)"
-            )
         loaded = graph if isinstance(graph, Graph) else load_graph(graph, settings=self.settings)
-        run_id = check_run_id(run_id) if run_id is not None else uuid.uuid4().hex
-        caps = self.settings.default_capabilities if capabilities is None else capabilities
-        limit = self.settings.max_state_bytes
-        snap = engine.begin(
-            loaded, inputs, run_id=run_id, state=state, capabilities=caps, max_state_bytes=limit
+        started = submission.submit(
+            self.cluster,
+            loaded,
+            inputs,
+            state=state,
+            run_id=run_id,
+            capabilities=capabilities,
+            concurrency_key=concurrency_key,
+            when_busy=when_busy,
+            traceparent=traceparent,
+            schedule=schedule,
         )
-        snap = snap.model_copy(
-            update={
-                "concurrency_key": key,
-                "trace": propagation.at_submit(run_id, traceparent),
-                "schedule": schedule,
-            }
-        )
-        self.cluster.graphs.put(loaded)
-        identity = fingerprint(loaded, snap.inputs, snap.capabilities, key, state=state)
-        admitting = key is not None and not self.store.run_fields(run_id)  # a resubmit takes no key
-        if admitting:
-            snap = operations.admit(self.store, snap, queue=when_busy == "queue")
-        created = self.cluster.create_run(snap, loaded, identity)
-        if created.created or created.existing_fingerprint == identity:
-            return RunHandle(self, run_id)  # new, or submitted before: the same run
-        if admitting and key is not None:  # we took (or queued for) the key: give it back
-            self.store.unqueue(key, run_id)
-            operations.hand_on(self.cluster, snap)
-        raise RunConflict(
-            f"run {run_id} already exists with another graph version, inputs, initial state, "
-            "capabilities or concurrency key"
-        )
+        return RunHandle(self, started)
 
     def resume(
         self,
@@ -214,11 +188,11 @@ class Client:
         return RunHandle(self, run_id)
 
     @functools.cached_property
-    def schedules(self) -> Schedules:
+    def schedules(self) -> Schedules[RunHandle]:
         """The cluster's schedules: add, list, pause, trigger, backfill, remove... (docs/schedules.md)."""
-        from graphrunner.schedules.admin import Schedules
+        from graphrunner.cluster.schedules.admin import Schedules
 
-        return Schedules(self)
+        return Schedules(self.cluster, handle=lambda run_id: RunHandle(self, run_id))
 
     def sweep(self) -> SweepReport:
         """One sweeper pass: send the work of stalled runs again (see `graphrunner sweep`)."""

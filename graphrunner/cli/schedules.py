@@ -19,10 +19,10 @@ from graphrunner.cli.runs_list import TIME_HELP, TimeParam, table
 from graphrunner.errors import ScheduleError, ScheduleNotFound
 
 if TYPE_CHECKING:  # imported when used: redis-py is not needed for --help
-    from graphrunner.schedules.admin import ScheduleInfo
-    from graphrunner.schedules.store import TickOutcome
+    from graphrunner.cluster.schedules.admin import ScheduleInfo
+    from graphrunner.cluster.schedules.store import TickOutcome
 
-# A copy of graphrunner.schedules.spec.OVERLAPS: importing the spec module for `--help` would
+# A copy of graphrunner.model.schedules.OVERLAPS: importing the spec module for `--help` would
 # bring pydantic's models in (tests/unit/test_schedules_cli.py checks they agree).
 OVERLAPS = ("skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other", "allow_all")
 OVERLAP_HELP = (
@@ -287,7 +287,7 @@ def row(info: ScheduleInfo) -> tuple[str, ...]:
 
 def describe(outcome: TickOutcome) -> str:
     """`2026-11-27T10:00:00Z fired s.hello-nightly...` and the like."""
-    from graphrunner.schedules.timing import iso
+    from graphrunner.cluster.schedules.timing import iso
 
     parts = [
         iso(outcome.tick),

@@ -11,8 +11,8 @@ from graphrunner.model.actions import Action
 from graphrunner.model.base import NODE_NAME, Model
 from graphrunner.model.conditions import Condition
 from graphrunner.model.nodes import ErrorMode, Node
+from graphrunner.model.schedules import SCHEDULE_NAME, ScheduleSpec
 from graphrunner.model.state import InputField, StateField
-from graphrunner.schedules.spec import SCHEDULE_NAME, ScheduleSpec
 
 HookEvent = Literal["graph_started", "after_step", "error", "limit", "graph_completed"]
 Dialect = Literal["graphrunner", "rye"]  # whose semantics a graph runs with: see docs/running-rye-graphs.md

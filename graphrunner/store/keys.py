@@ -198,7 +198,7 @@ def layout() -> str:
     return f"{PREFIX}:layout:shards"
 
 
-# -- schedules (graphrunner/schedules/store.py): every key on the `{sched}` slot, so one script
+# -- schedules (graphrunner/cluster/schedules/store.py): every key on the `{sched}` slot, so one script
 # claims a schedule's ticks and moves its next fire time together, on one Redis or a cluster.
 SCHEDULES = f"{PREFIX}:{{sched}}"
 

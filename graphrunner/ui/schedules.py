@@ -21,7 +21,7 @@ from graphrunner.ui.reading import find_graph
 
 if TYPE_CHECKING:
     from graphrunner.client import Client
-    from graphrunner.schedules.admin import ScheduleInfo
+    from graphrunner.cluster.schedules.admin import ScheduleInfo
 
 SPEC_FIELDS = (
     "cron",

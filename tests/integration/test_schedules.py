@@ -24,15 +24,15 @@ from worker_procs import WorkerProcess
 
 from graphrunner import parse_graph
 from graphrunner.cli import main
-from graphrunner.client import Client
+from graphrunner.client import Client, RunHandle
 from graphrunner.cluster.runs.context import Cluster
+from graphrunner.cluster.schedules.admin import Schedules
+from graphrunner.cluster.schedules.declared import register_declared
+from graphrunner.cluster.schedules.firing import SETTLE_AFTER, Scheduler
+from graphrunner.cluster.schedules.timing import tick_run_id
 from graphrunner.embedded import EmbeddedRedis
 from graphrunner.errors import ScheduleError, ScheduleNotFound
 from graphrunner.graph import Graph
-from graphrunner.schedules.admin import Schedules
-from graphrunner.schedules.declared import register_declared
-from graphrunner.schedules.firing import SETTLE_AFTER, Scheduler
-from graphrunner.schedules.timing import tick_run_id
 
 T0 = int(datetime(2031, 1, 1, tzinfo=UTC).timestamp())
 
@@ -68,9 +68,16 @@ def clock() -> Clock:
     return Clock(T0 - 30)
 
 
+def admin_of(client: Client, clock: Any = None) -> Schedules[RunHandle]:
+    """`client.schedules`, on `clock` (the real one by default)."""
+    if clock is None:
+        return client.schedules
+    return Schedules(client.cluster, lambda run_id: RunHandle(client, run_id), clock)
+
+
 @pytest.fixture
-def schedules(cluster: Client, clock: Clock) -> Iterator[Schedules]:
-    admin = Schedules(cluster, clock)
+def schedules(cluster: Client, clock: Clock) -> Iterator[Schedules[RunHandle]]:
+    admin = admin_of(cluster, clock)
     yield admin
     for info in admin.list():
         if info.graph_id.startswith("t/sched-"):
@@ -107,7 +114,7 @@ def fire_at(scheduler: Scheduler, clock: Clock, when: float) -> list[Any]:
 )
 def test_every_overlap_policy(
     cluster: Client,
-    schedules: Schedules,
+    schedules: Schedules[RunHandle],
     clock: Clock,
     overlap: str,
     second: tuple[str, str | None],
@@ -145,7 +152,9 @@ def test_every_overlap_policy(
             cluster.cancel(run_id)
 
 
-def test_catch_up_after_a_stopped_beat(cluster: Client, schedules: Schedules, clock: Clock) -> None:
+def test_catch_up_after_a_stopped_beat(
+    cluster: Client, schedules: Schedules[RunHandle], clock: Clock
+) -> None:
     graph = graph_of(QUICK)
     info = schedules.add(graph, "catchup", every="10m", catchup_window="30m", overlap="allow_all")
     beat = Scheduler(cluster.cluster, clock)
@@ -169,7 +178,7 @@ def test_catch_up_after_a_stopped_beat(cluster: Client, schedules: Schedules, cl
 
 
 def test_a_claimed_tick_whose_beat_died_is_decided_once_by_another(
-    cluster: Client, schedules: Schedules, clock: Clock
+    cluster: Client, schedules: Schedules[RunHandle], clock: Clock
 ) -> None:
     graph = graph_of(QUICK)
     info = schedules.add(graph, "dies", every=60, overlap="allow_all")
@@ -190,7 +199,7 @@ def test_a_claimed_tick_whose_beat_died_is_decided_once_by_another(
     assert schedules.runs(info.id) == [tick_run_id(info.id, T0 + 60), run_id]
 
 
-def test_the_admin_api(cluster: Client, schedules: Schedules, clock: Clock) -> None:
+def test_the_admin_api(cluster: Client, schedules: Schedules[RunHandle], clock: Clock) -> None:
     graph = graph_of(HOLD)
     info = schedules.add(graph, "api", cron="0 * * * *", timezone="Asia/Tokyo", inputs={"n": 7}, jitter="5m")
     assert (info.id, info.source, info.paused, info.spec.inputs) == (
@@ -243,7 +252,7 @@ def invoke(redis_url: str, *args: str) -> Any:
     return runner.invoke(main, list(args), env={"GRAPHRUNNER_REDIS_URL": redis_url, "GRAPHRUNNER_QUIET": "1"})
 
 
-def test_the_cli(cluster: Client, schedules: Schedules, tmp_path: Any) -> None:
+def test_the_cli(cluster: Client, schedules: Schedules[RunHandle], tmp_path: Any) -> None:
     text = textwrap.dedent(QUICK.format(uid=uid()))
     text = text.replace(
         "config: {start: done}", 'config: {start: done, schedules: {nightly: {cron: "0 3 * * *"}}}'
@@ -328,7 +337,7 @@ def test_two_beats_and_a_killed_worker_fire_each_tick_of_a_day_once(
     client = Client(cluster=one)
     try:
         graph = parse_graph(textwrap.dedent(SLOW.format(uid=uid(), marker=tmp_path)))
-        info = Schedules(client, clock).add(graph, "hourly", every="1h", jitter="10m", overlap="allow_all")
+        info = admin_of(client, clock).add(graph, "hourly", every="1h", jitter="10m", overlap="allow_all")
         beats = [Scheduler(one, clock), Scheduler(two, clock)]
         for worker in workers:
             worker.wait_ready()
@@ -367,7 +376,7 @@ def test_schedules_on_a_redis_cluster(redis_cluster: RedisCluster, private_redis
     clock = Clock(T0 - 30)
     client = Client(cluster=one)
     try:
-        admin = Schedules(client, clock)
+        admin = admin_of(client, clock)
         graph = graph_of(QUICK)
         info = admin.add(graph, "hourly", every="1h", jitter="10m")  # skip: a running run holds the key
         beats = [Scheduler(one, clock), Scheduler(two, clock)]
@@ -402,7 +411,7 @@ def test_declared_schedules_are_registered_and_runs_carry_the_capabilities_given
         "nodes: {done: {type: return}}\n"
     )
     client = Client(cluster=Cluster.over(replace(cluster.settings, graph_path=(tmp_path,)), cluster.store))
-    admin = Schedules(client, clock)
+    admin = admin_of(client, clock)
     try:
         assert sorted(register_declared(admin)) == [f"{gid}/a", f"{gid}/b"]
         assert {admin.get(f"{gid}/a").source, admin.get(f"{gid}/b").capabilities} == {"graph", None}
@@ -420,7 +429,7 @@ def test_declared_schedules_are_registered_and_runs_carry_the_capabilities_given
 
 
 def test_a_worker_fires_schedules_by_the_real_clock(cluster: Client) -> None:
-    admin = Schedules(cluster)  # the in-thread worker's housekeeping fires it
+    admin = admin_of(cluster)  # the in-thread worker's housekeeping fires it
     info = admin.add(graph_of(QUICK), "live", every=1, overlap="allow_all")
     try:
         wait_for(lambda: len(admin.runs(info.id)) >= 2, 30, "two ticks fired by a worker")

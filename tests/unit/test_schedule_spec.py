@@ -11,12 +11,10 @@ from pydantic import ValidationError
 from graphrunner import parse_graph
 from graphrunner.cli import schedules as schedules_cli
 from graphrunner.cluster.runs.ids import RUN_ID
-from graphrunner.errors import GraphValidationError, ScheduleError
-from graphrunner.schedules.admin import make_spec, schedule_id
-from graphrunner.schedules.firing import plan, skip_ahead
-from graphrunner.schedules.spec import OVERLAPS, ScheduleSpec, check_schedule_id
-from graphrunner.schedules.store import ScheduleRecord
-from graphrunner.schedules.timing import (
+from graphrunner.cluster.schedules.admin import make_spec, schedule_id
+from graphrunner.cluster.schedules.firing import plan, skip_ahead
+from graphrunner.cluster.schedules.store import ScheduleRecord
+from graphrunner.cluster.schedules.timing import (
     fires_at,
     jitter_of,
     next_fires,
@@ -24,6 +22,8 @@ from graphrunner.schedules.timing import (
     ticks_between,
     trigger_run_id,
 )
+from graphrunner.errors import GraphValidationError, ScheduleError
+from graphrunner.model.schedules import OVERLAPS, ScheduleSpec, check_schedule_id
 
 T0 = int(datetime(2030, 1, 1, tzinfo=UTC).timestamp())
 

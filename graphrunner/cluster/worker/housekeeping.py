@@ -13,7 +13,7 @@
 - **Sweeps**: every `GRAPHRUNNER_SWEEP_INTERVAL` seconds a worker runs a sweeper pass (a
   lock keeps one pass at a time across the cluster).
 - **Schedules**: every `SCHEDULE_TICK` seconds a worker fires the schedules' due ticks
-  (graphrunner/schedules/firing.py; one ZRANGEBYSCORE when nothing is due), after registering
+  (graphrunner/cluster/schedules/firing.py; one ZRANGEBYSCORE when nothing is due), after registering
   the schedules the graphs on GRAPHRUNNER_GRAPH_PATH declare, once.
 
 Vouching runs in the consumer's event loop (a Celery bootstep, `Vouch`); timers and sweeps in
@@ -37,7 +37,7 @@ from graphrunner.telemetry import metrics
 
 if TYPE_CHECKING:
     from graphrunner.cluster.runs.context import Cluster
-    from graphrunner.schedules.admin import Schedules
+    from graphrunner.cluster.schedules.admin import Schedules
 
 log = logging.getLogger("graphrunner.worker")
 TIMER_TICK = 0.5  # seconds between two looks for due timers
@@ -53,7 +53,7 @@ class Housekeeper:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_sweep = time.monotonic() + cluster.settings.sweep_interval
-        self._schedules: Schedules | None = None
+        self._schedules: Schedules[str] | None = None
         self._no_schedules = False  # a store schedules cannot use (the unit tests' MemoryStore)
         self._next_schedules = 0.0
 
@@ -110,13 +110,12 @@ class Housekeeper:
             log.warning("firing schedules failed (%s); will try again", exc)
 
 
-def _schedules(cluster: Cluster) -> Schedules:
+def _schedules(cluster: Cluster) -> Schedules[str]:
     """The cluster's schedules, the graph path's declared ones registered."""
-    from graphrunner.client import Client
-    from graphrunner.schedules.admin import Schedules
-    from graphrunner.schedules.declared import register_declared
+    from graphrunner.cluster.schedules.admin import Schedules
+    from graphrunner.cluster.schedules.declared import register_declared
 
-    schedules = Schedules(Client(cluster=cluster))
+    schedules = Schedules(cluster, handle=str)
     register_declared(schedules)
     return schedules
 

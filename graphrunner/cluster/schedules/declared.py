@@ -7,21 +7,21 @@ Workers and `graphrunner beat` do it when their housekeeping starts; registering
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from graphrunner.errors import GraphrunnerError
 from graphrunner.loading.locate import graph_files
 
 if TYPE_CHECKING:
-    from graphrunner.schedules.admin import Schedules
+    from graphrunner.cluster.schedules.admin import Schedules
 
 log = logging.getLogger("graphrunner.schedules")
 
 
-def register_declared(schedules: Schedules) -> list[str]:
+def register_declared(schedules: Schedules[Any]) -> list[str]:
     """Register the schedules of every graph file on the graph path; the ids registered."""
     registered: list[str] = []
-    for path in graph_files(schedules.client.settings.graph_path):
+    for path in graph_files(schedules.settings.graph_path):
         try:
             if "schedules:" not in path.read_text(encoding="utf-8", errors="replace"):
                 continue  # cheap: most graphs declare none, and are not loaded here

@@ -15,24 +15,25 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from graphrunner.cluster.schedules.firing import Scheduler
+from graphrunner.cluster.schedules.store import ScheduleRecord, TickOutcome
+from graphrunner.cluster.schedules.timing import next_fires, ticks_after
 from graphrunner.errors import GraphrunnerError, ScheduleError, ScheduleNotFound
-from graphrunner.schedules.firing import Scheduler
-from graphrunner.schedules.spec import SCHEDULE_NAME, ScheduleSpec, check_schedule_id
-from graphrunner.schedules.store import ScheduleRecord, TickOutcome
-from graphrunner.schedules.timing import next_fires, ticks_after
+from graphrunner.model.schedules import SCHEDULE_NAME, ScheduleSpec, check_schedule_id
 from graphrunner.store.query import page_of
 
 if TYPE_CHECKING:
-    from graphrunner.client import Client, RunHandle
+    from graphrunner.cluster.runs.context import Cluster
     from graphrunner.graph import Graph
     from graphrunner.store import RunPage, RunQuery
 
 log = logging.getLogger("graphrunner.schedules")
 MAX_BACKFILL = 1000  # ticks one backfill may start
+H = TypeVar("H")  # what `trigger` answers for the run it started
 NEXT = 5  # next fire times shown
 RECENT = 10  # recent tick outcomes shown
 
@@ -75,13 +76,18 @@ def make_spec(sid: str, fields: Mapping[str, Any]) -> ScheduleSpec:
         raise ScheduleError(f"schedule {sid}: {problems}") from None
 
 
-class Schedules:
-    """The schedules of a client's cluster."""
+class Schedules(Generic[H]):
+    """The schedules of a cluster. `trigger` answers the run it started as `handle` makes it (a
+    `RunHandle` for `Client.schedules`)."""
 
-    def __init__(self, client: Client, clock: Callable[[], float] = time.time) -> None:
-        self.client = client
+    def __init__(
+        self, cluster: Cluster, handle: Callable[[str], H], clock: Callable[[], float] = time.time
+    ) -> None:
+        self.cluster = cluster
+        self.settings = cluster.settings
+        self.handle = handle
         self.clock = clock
-        self.scheduler = Scheduler(client.cluster, clock)
+        self.scheduler = Scheduler(cluster, clock)
         self.store = self.scheduler.store
 
     def add(
@@ -131,7 +137,7 @@ class Schedules:
         self, sid: str, spec: ScheduleSpec, graph: Graph, source: str, caps: tuple[str, ...] | None = None
     ) -> str:
         self._check_inputs(sid, spec, graph, caps)
-        self.client.cluster.graphs.put(graph)
+        self.cluster.graphs.put(graph)
         where = (graph.id, graph.content_hash)
         return self.store.put(sid, spec, where, source, self.clock(), caps)
 
@@ -156,16 +162,14 @@ class Schedules:
             raise ScheduleNotFound(f"no schedule {sid!r}")
         return self.get(sid)
 
-    def trigger(self, sid: str, overlap: str | None = None) -> RunHandle:
+    def trigger(self, sid: str, overlap: str | None = None) -> H:
         """Start a run now, outside the ticks, under a run id of its own; the schedule's overlap
         policy applies (or `overlap`): raises `ScheduleError` when it skips the run."""
-        from graphrunner.client import RunHandle
-
         record = self._record(sid)
         outcome = self.scheduler.trigger(record, self._overlap(overlap))
         if outcome.run_id is None:
             raise ScheduleError(f"schedule {sid}: triggered run not started ({outcome.reason})")
-        return RunHandle(self.client, outcome.run_id)
+        return self.handle(outcome.run_id)
 
     def backfill(
         self, sid: str, start: datetime | float, end: datetime | float, overlap: str | None = None
@@ -234,12 +238,12 @@ class Schedules:
         from graphrunner.graph import Graph
         from graphrunner.loading import load_graph
 
-        return graph if isinstance(graph, Graph) else load_graph(graph, settings=self.client.settings)
+        return graph if isinstance(graph, Graph) else load_graph(graph, settings=self.settings)
 
     def _check_inputs(self, sid: str, spec: ScheduleSpec, graph: Graph, caps: tuple[str, ...] | None) -> None:
         from graphrunner import engine
 
-        caps = self.client.settings.default_capabilities if caps is None else caps
+        caps = self.settings.default_capabilities if caps is None else caps
         try:
             engine.begin(graph, spec.inputs, run_id="schedule-check", capabilities=caps)
         except GraphrunnerError as exc:
@@ -247,7 +251,7 @@ class Schedules:
 
     @staticmethod
     def _overlap(overlap: str | None) -> str | None:
-        from graphrunner.schedules.spec import OVERLAPS
+        from graphrunner.model.schedules import OVERLAPS
 
         if overlap is not None and overlap not in OVERLAPS:
             raise ScheduleError(f"unknown overlap policy {overlap!r}; use one of {', '.join(OVERLAPS)}")

@@ -1,6 +1,6 @@
 """Schedules in Redis: their specs, the last tick each has claimed, their next fire times and the
 outcome of recent ticks. Every key is on the `{sched}` slot (store/keys.py), so each change is one
-Lua script (schedules/lua/), the same on one Redis and on a Redis Cluster.
+Lua script (lua/), the same on one Redis and on a Redis Cluster.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from graphrunner.errors import ScheduleError
-from graphrunner.schedules.spec import ScheduleSpec
+from graphrunner.model.schedules import ScheduleSpec
 from graphrunner.store import keys
 from graphrunner.store.query import RunSummary
 from graphrunner.store.redis_conn import RedisConnection
@@ -58,7 +58,7 @@ class ScheduleRecord:
 
 
 def _script(conn: RedisConnection, name: str) -> Any:
-    lua = resources.files("graphrunner.schedules").joinpath("lua")
+    lua = resources.files("graphrunner.cluster.schedules").joinpath("lua")
     text = lua.joinpath(name).read_text(encoding="utf-8")
     if name in ("claim_ticks.lua", "settle_tick.lua"):
         text = lua.joinpath("record.lua").read_text(encoding="utf-8") + "\n" + text

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from graphrunner.schedules.spec import ScheduleSpec
+from graphrunner.model.schedules import ScheduleSpec
 
 
 def ticks_after(spec: ScheduleSpec, after: float) -> Iterator[int]:

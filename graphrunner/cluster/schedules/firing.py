@@ -19,14 +19,14 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from graphrunner.cluster.runs import submission
+from graphrunner.cluster.schedules.store import ScheduleRecord, ScheduleStore, TickOutcome
+from graphrunner.cluster.schedules.timing import fires_at, iso, tick_run_id, ticks_after, trigger_run_id
 from graphrunner.engine.schedule_link import ScheduleLink
 from graphrunner.errors import CancelError, GraphrunnerError, RunNotFound, RunRefused, StoreUnavailable
-from graphrunner.schedules.spec import ScheduleSpec
-from graphrunner.schedules.store import ScheduleRecord, ScheduleStore, TickOutcome
-from graphrunner.schedules.timing import fires_at, iso, tick_run_id, ticks_after, trigger_run_id
+from graphrunner.model.schedules import ScheduleSpec
 
 if TYPE_CHECKING:
-    from graphrunner.client import Client
     from graphrunner.cluster.runs.context import Cluster
 
 log = logging.getLogger("graphrunner.schedules")
@@ -46,12 +46,9 @@ class Scheduler:
     """Fires due ticks of the schedules in one cluster's store, by the time `clock` tells."""
 
     def __init__(self, cluster: Cluster, clock: Callable[[], float] = time.time) -> None:
-        from graphrunner.client import Client  # the client imports the cluster side, not this
-
         self.cluster = cluster
         self.clock = clock
         self.store = ScheduleStore(cluster.store)
-        self.client: Client = Client(cluster=cluster)
         self._next_settle_check = 0.0
 
     def fire_due(self, now: float | None = None) -> list[TickOutcome]:
@@ -129,7 +126,8 @@ class Scheduler:
             self._cancel_holder(record.id, key, policy, link)
         graph = self.cluster.graphs.get(record.graph_hash)
         try:
-            self.client.submit(
+            submission.submit(
+                self.cluster,
                 graph,  # type: ignore[arg-type]  # the cache holds loaded `Graph`s
                 spec.inputs,
                 run_id=run_id,
