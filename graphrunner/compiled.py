@@ -63,6 +63,7 @@ class CompiledNode:
     branch_inputs: dict[str, dict[str, Template]] = field(default_factory=dict)  # parallel, by branch
     rye: bool = False  # of a Rye graph file: the walker's result envelope and comparisons apply
     permissions: tuple[str, ...] | None = None  # a Rye file's permissions, checked beside capabilities
+    non_finite: str = "fail"  # the graph's `config.non_finite`, for the node's dispatches
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,12 @@ def compile_nodes(spec: GraphSpec) -> tuple[dict[str, CompiledNode], list[Issue]
     """Compile every node; returns the compiled nodes and the issues found."""
     collector = _Collector(spec.rye)
     nodes = {
-        name: replace(_compile_node(name, node, collector), rye=spec.rye, permissions=spec.permissions)
+        name: replace(
+            _compile_node(name, node, collector),
+            rye=spec.rye,
+            permissions=spec.permissions,
+            non_finite=spec.config.non_finite,
+        )
         for name, node in spec.nodes.items()
     }
     return nodes, collector.issues

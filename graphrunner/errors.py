@@ -200,12 +200,26 @@ class LimitExceeded(RunError):
     category = "limit_exceeded"
 
 
+class NestedTooDeeply(StateValidationError, LimitExceeded):
+    """A value given to a run (inputs, state, a patch) nested past the nesting limit: a bad value
+    (`StateValidationError`, naming the field) and a limit (`LimitExceeded`, its category)."""
+
+    category = "limit_exceeded"
+
+
+class NonFiniteNumber(StateValidationError):
+    """A value holds NaN or ±Infinity, which JSON cannot write; the message gives its path."""
+
+    category = "non_finite_number"
+
+
 RUN_ERROR_CLASSES: dict[str, type[RunError]] = {
     "routing_error": RoutingError,
     "reducer_error": ReducerError,
     "state_validation_error": StateValidationError,
     "permission_denied": PermissionDenied,
     "limit_exceeded": LimitExceeded,
+    "non_finite_number": NonFiniteNumber,
 }
 
 

@@ -21,3 +21,4 @@ class ActionCall:
     queue: str | None = None
     item_index: int | None = None
     rye: bool = False  # a Rye graph's dispatch: its result is unwrapped as the walker does
+    non_finite: str = "fail"  # the graph's `config.non_finite`: "null" writes NaN and ±Infinity as null

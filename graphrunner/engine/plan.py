@@ -13,6 +13,7 @@ from graphrunner.engine.capabilities import denied
 from graphrunner.engine.outcomes import ActionFailure
 from graphrunner.engine.snapshot import RunSnapshot
 from graphrunner.errors import ExpressionError
+from graphrunner.limits import NESTING, NON_FINITE, finite_copy, value_problem
 from graphrunner.model import (
     DEFAULT_RETRY,
     ActionNode,
@@ -80,15 +81,25 @@ def _action_plan(
         call = build_call(node, node.params.render(eval_context(snap, now)))
     except ExpressionError as exc:
         return StepPlan(node.name, step, "action", failure=_bad_params(node.name, exc))
+    if isinstance(call, ActionFailure):
+        return StepPlan(node.name, step, "action", failure=call)
     failure = denied(snap.capabilities, call, permissions=node.permissions)
     return StepPlan(node.name, step, "action", call=call, failure=failure)
 
 
-def build_call(node: CompiledNode, params: Any, item_index: int | None = None) -> ActionCall:
-    """The dispatch of `node` with rendered params; null-valued params are dropped."""
+def build_call(node: CompiledNode, params: Any, item_index: int | None = None) -> ActionCall | ActionFailure:
+    """The dispatch of `node` with rendered params (null-valued params dropped), or why the params
+    cannot be sent: a NaN or ±Infinity an expression made, a value nested past the nesting limit."""
     spec = node.spec
     assert isinstance(spec, ActionNode | ForeachNode) and spec.action is not None
     clean = {k: v for k, v in params.items() if v is not None} if isinstance(params, dict) else {}
+    found = value_problem(clean)
+    if found is not None and found.category == NON_FINITE and node.non_finite == "null":
+        clean, found = finite_copy(clean), None
+    if found is not None and found.category in (NON_FINITE, NESTING):
+        item = "" if item_index is None else f" (item {item_index})"
+        message = f"node '{node.name}'{item}: {found.describe('params')}"
+        return ActionFailure(found.category, message, "BadParams")
     return ActionCall(
         node=node.name,
         tool=spec.action.tool,
@@ -99,6 +110,7 @@ def build_call(node: CompiledNode, params: Any, item_index: int | None = None) -
         queue=spec.queue,
         item_index=item_index,
         rye=node.rye,
+        non_finite=node.non_finite,
     )
 
 
@@ -113,6 +125,8 @@ def item_call(
     except ExpressionError as exc:
         return _bad_params(node.name, exc)
     call = build_call(node, params, index)
+    if isinstance(call, ActionFailure):
+        return call
     return denied(snap.capabilities, call, permissions=node.permissions) or call
 
 

@@ -37,9 +37,9 @@ from graphrunner.engine.stepping import (
     on_failure,
     succeed,
 )
-from graphrunner.errors import ExpressionError, LimitExceeded, NodeError, RunError
+from graphrunner.errors import RUN_ERROR_CLASSES, ExpressionError, LimitExceeded, NodeError, RunError
 from graphrunner.expressions.rendering import render_text
-from graphrunner.limits import check_step_state
+from graphrunner.limits import NON_FINITE, check_step_state, fields_problem, finite_copy
 from graphrunner.model import FIELD_NAME, PauseNode, ReturnNode
 
 
@@ -61,15 +61,27 @@ def complete(
     if result.snapshot.state is snap.state:
         return result
     check = check_step_state(result.snapshot.state, max_state_bytes, result.event.changed_keys)
+    if check.category == NON_FINITE and graph.spec.config.non_finite == "null":
+        result = _nulled(result)
+        check = check_step_state(result.snapshot.state, max_state_bytes, result.event.changed_keys)
     if check.problem is None:
         return replace(result, sizes=check.sizes)
-    err = LimitExceeded(
+    err = RUN_ERROR_CLASSES.get(check.category, LimitExceeded)(
         f"node '{plan.node}' {check.problem}; the state is kept as it was before the node",
         node=plan.node,
         step=plan.step,
         state=snap.state,
     )
     return fail(snap, plan, err, result.event.attempts)
+
+
+def _nulled(result: StepResult) -> StepResult:
+    """`result` with NaN and ±Infinity in the changed state values as null (`non_finite: "null"`)."""
+    state = dict(result.snapshot.state)
+    for key in result.event.changed_keys:
+        if key in state:
+            state[key] = finite_copy(state[key])
+    return replace(result, snapshot=result.snapshot.model_copy(update={"state": state}))
 
 
 def _complete(
@@ -158,6 +170,13 @@ def _return(s: StepContext) -> StepResult:
         )
     except RunError as exc:
         return fail(s.snap, s.plan, at(exc, s, s.snap.state), 1)
+    found = fields_problem(output) if s.node.output is not None else None
+    if found is not None and found.category == NON_FINITE and s.node.non_finite == "null":
+        output, found = finite_copy(output), None
+    if found is not None:
+        error = RUN_ERROR_CLASSES.get(found.category, NodeError)
+        message = f"node '{s.node.name}': {found.describe('output')}"
+        return fail(s.snap, s.plan, at(error(message), s, s.snap.state), 1)
     snap = s.snap.model_copy(
         update={"state": merged, "step": s.plan.step, "path": (*s.snap.path, s.node.name)}
     )

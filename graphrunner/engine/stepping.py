@@ -27,6 +27,7 @@ CATEGORY_OF = {
     "timeout": "timeout",
     "permission_denied": "permission_denied",
     "limit_exceeded": "limit_exceeded",
+    "non_finite_number": "non_finite_number",
 }
 
 

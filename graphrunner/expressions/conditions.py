@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from functools import cache
+from types import ModuleType
 from typing import Any, Protocol
 
 from graphrunner.errors import ExpressionError
@@ -19,6 +21,12 @@ from graphrunner.expressions.template import (
     expression_paths,
 )
 from graphrunner.model.conditions import Condition, StructuredCondition
+
+
+class Regex(Protocol):
+    """A compiled pattern (RE2's): `search` gives a match or None."""
+
+    def search(self, text: str) -> Any: ...
 
 
 class CompiledCondition(Protocol):
@@ -158,17 +166,17 @@ class PathCondition:
         self.op = cond.op
         self.ops = RYE_OPS if rye else OPS
         self.value: Template = compile_template(cond.value, namespaces)
-        self.pattern: re.Pattern[str] | None = None
+        self.pattern: LinearRegex | None = None
         if self.op == "matches" and isinstance(self.value, Constant):
-            self.pattern = _regex(self.value.value)
+            self.pattern = LinearRegex(self.value.value)
 
     def holds(self, context: Mapping[str, Any]) -> bool:
         left = self.expr.evaluate(context)
         right = self.value.render(context)
         try:
             if self.op == "matches":
-                pattern = self.pattern or _regex(right)
-                return isinstance(left, str) and pattern.search(left) is not None
+                pattern = self.pattern or LinearRegex(right)
+                return isinstance(left, str) and pattern.search(left)
             return self.ops[self.op](left, right)
         except Exception as exc:  # values too deep to compare, and the like
             raise evaluation_error(self.source, exc) from None
@@ -180,14 +188,66 @@ class PathCondition:
         return expression_paths(self.expr) + self.value.paths()
 
 
-def _regex(value: Any) -> re.Pattern[str]:
-    if not isinstance(value, str):
-        raise ExpressionError(f"'matches' needs a regular expression string, got {describe(value)}")
+class LinearRegex:
+    r"""A `matches` pattern compiled by RE2, whose matching time is linear in the text: no pattern
+    can make a match backtrack (Python's `re` takes minutes on `(a+)+$` against 30 `a`s and a `b`).
+
+    It searches as Python's `re` did: `$` also matches before a final newline (the walker's
+    `^[0-9]+$` holds for `"2\n"`), and Python's `\Z` is RE2's `\z`, the very end of the text.
+    """
+
+    def __init__(self, source: Any) -> None:
+        if not isinstance(source, str):
+            raise ExpressionError(f"'matches' needs a regular expression string, got {describe(source)}")
+        self.compiled = _regex(PYTHON_END.sub(r"\1\\z", source), source)
+        self.before_newline = "$" in source and not ABSOLUTE_END.search(source)
+
+    def search(self, text: str) -> bool:
+        """True when the pattern matches somewhere in `text`."""
+        if self.compiled.search(text) is not None:
+            return True
+        # `$` before a final newline: a match of the text without it (only `$` can tell them apart)
+        return self.before_newline and text.endswith("\n") and self.compiled.search(text[:-1]) is not None
+
+
+PYTHON_END = re.compile(r"(?<!\\)((?:\\\\)*)\\Z")  # an unescaped `\Z`
+ABSOLUTE_END = re.compile(r"(?<!\\)(?:\\\\)*\\[zZ]")  # an unescaped `\z` or `\Z`
+
+
+def _regex(value: str, source: str) -> Regex:
+    """`value` (the graph's `source`, in RE2's words) compiled by RE2; an `ExpressionError` naming
+    `source` when RE2 cannot take it."""
     try:
-        return re.compile(value)
-    except (re.error, RecursionError, OverflowError) as exc:  # nested or repeated past Python's limits
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise ExpressionError(f"bad regular expression {describe(value)}: {reason}", value) from None
+        compiled: Regex = _re2().compile(value, _options())
+    except (_re2().error, UnicodeError) as exc:  # an unpaired surrogate cannot be UTF-8
+        reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+        raise ExpressionError(
+            f"bad regular expression {describe(source)}: {reason}{RE2_RULE}", source
+        ) from None
+    return compiled
+
+
+RE2_RULE = (
+    " (patterns are RE2 syntax, matched in linear time: no backreferences or lookaround; "
+    "see docs/graph-language.md)"
+)
+
+
+@cache
+def _re2() -> ModuleType:
+    """The RE2 module, loaded on first use (only graphs with `matches` need it)."""
+    import re2
+
+    module: ModuleType = re2
+    return module
+
+
+@cache
+def _options() -> Any:
+    """RE2's options: errors are raised as `ExpressionError`, not also logged to stderr."""
+    options = _re2().Options()
+    options.log_errors = False
+    return options
 
 
 class Combined:

@@ -15,6 +15,7 @@ from graphrunner.model.schedules import SCHEDULE_NAME, ScheduleSpec
 from graphrunner.model.state import InputField, StateField
 
 HookEvent = Literal["graph_started", "after_step", "error", "limit", "graph_completed"]
+NonFinite = Literal["fail", "null"]  # what a NaN or ±Infinity made in a run does: docs/graph-language.md
 Dialect = Literal["graphrunner", "rye"]  # whose semantics a graph runs with: see docs/running-rye-graphs.md
 
 
@@ -33,6 +34,7 @@ class GraphConfig(Model):
     max_steps: int = Field(default=1000, ge=1)
     max_depth: int = Field(default=5, ge=1)
     error_mode: ErrorMode = "fail"
+    non_finite: NonFinite = "fail"  # NaN or ±Infinity made in a run: fail the step, or write null
     env_requires: tuple[str, ...] = ()
     hooks: tuple[Hook, ...] = ()
     schedules: dict[str, ScheduleSpec] = Field(default_factory=dict)  # by name (docs/schedules.md)

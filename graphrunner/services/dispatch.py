@@ -15,7 +15,7 @@ from typing import Any
 
 from graphrunner.engine import ActionCall, ActionFailure, ActionOutcome, Retried
 from graphrunner.errors import PermissionDenied, ToolError, UnknownTool
-from graphrunner.limits import data_problem
+from graphrunner.limits import NESTING, NON_FINITE, NOT_DATA, finite_copy, value_problem
 from graphrunner.model import RetryPolicy
 from graphrunner.rye.results import reported_error, unwrap
 from graphrunner.services.cache import CacheSlot
@@ -104,17 +104,25 @@ def walker_result(call: ActionCall, result: Any) -> Any:
     return unwrapped
 
 
-def check_serializable(call: ActionCall, result: Any) -> None:
-    """Raise a `validation` ToolError when `result` is not JSON data a run may hold (`limits`)."""
-    problem = data_problem(result)
-    if problem is not None:
-        item = "" if call.item_index is None else f" (item {call.item_index})"
-        raise ToolError(
-            f"node '{call.node}'{item}: tool '{call.tool}' returned a result that is not "
-            f"JSON-serializable: it {problem}",
-            error_type="UnserializableResult",
-            classification="validation",
-        )
+def check_serializable(call: ActionCall, result: Any) -> Any:
+    """`result` when it is JSON data a run may hold (`limits.value_problem`), with NaN and
+    ±Infinity as null when the graph asks for that (`call.non_finite`); else a ToolError of the
+    problem's category (`limit_exceeded`, `non_finite_number`; `validation` for the rest)."""
+    found = value_problem(result)
+    if found is None:
+        return result
+    if found.category == NON_FINITE and call.non_finite == "null":
+        return check_serializable(call, finite_copy(result))
+    item = "" if call.item_index is None else f" (item {call.item_index})"
+    raise ToolError(
+        f"node '{call.node}'{item}: tool '{call.tool}' returned a result that is not "
+        f"JSON-serializable: {found.describe('result')}",
+        error_type=RESULT_ERRORS.get(found.category, "UnserializableResult"),
+        classification=found.category if found.category != NOT_DATA else "validation",
+    )
+
+
+RESULT_ERRORS = {NON_FINITE: "NonFiniteNumber", NESTING: "NestedTooDeeply"}
 
 
 async def dispatch(
@@ -141,7 +149,7 @@ async def dispatch(
         try:
             ctx = replace(context, attempt=attempt, timeout=call.timeout)
             result = walker_result(call, await call_tool(registry, call, ctx))
-            check_serializable(call, result)
+            result = check_serializable(call, result)
         except Defer as wait:
             return Deferred("timer", wait.seconds, attempt, tuple(retries), wait.result)
         except Exception as exc:  # every action error is classified, none escapes

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from graphrunner.engine import Retried, StepEvent, StepPlan, StepResult
 from graphrunner.engine.failures import RunFailure
-from graphrunner.limits import data_problem
+from graphrunner.limits import value_problem
 from graphrunner.services.timings import ItemTimes
 
 OPTIONAL_FIELDS = ("message", "queue_ms", "begun_at", "items")  # left out of a record when unset
@@ -132,7 +132,8 @@ def carried(
     the step that made such a value fails its run, and its record must still be written).
 
     `sizes` are the JSON sizes of the values of `state` as the step's state check measured them
-    (`StepResult.sizes`): a value measured too large is left out without being walked again.
+    (`StepResult.sizes`), having found them JSON data within the limits: such a value is not
+    walked again.
     """
     values: dict[str, Any] = {}
     omitted: list[str] = []
@@ -152,11 +153,11 @@ def _carried_size(state: dict[str, Any], key: str, room: int, sizes: Mapping[str
     if key not in state:
         return room + 1
     measured = sizes.get(key) if sizes is not None else None
-    if measured is not None and measured > room:
+    if measured is not None:  # measured by the step's state check, which found it JSON data
         return measured
-    if data_problem(state[key]) is not None:  # before encoding: it never recurses
+    if value_problem(state[key]) is not None:  # before encoding: it never recurses
         return room + 1
-    return measured if measured is not None else _json_size(state[key], room)
+    return _json_size(state[key], room)
 
 
 def _json_size(value: Any, room: int) -> int:

@@ -162,10 +162,10 @@ def test_fallback_literals_that_are_values() -> None:
 
 @pytest.mark.parametrize(
     "pattern",
-    ["(" * 1000 + ")" * 1000, "a{99999999999}", "(", "\\N{NO SUCH NAME}"],
-    ids=["deep", "huge", "open", "name"],
+    ["a{1001}", "(a{1000}){1000}", "(", "\\N{NO SUCH NAME}", "(?=a)"],
+    ids=["repeat", "huge", "open", "name", "lookahead"],
 )
-def test_matches_with_a_pattern_python_cannot_compile(pattern: str) -> None:
+def test_matches_with_a_pattern_re2_cannot_compile(pattern: str) -> None:
     with pytest.raises(ExpressionError, match="bad regular expression"):
         compile_condition(StructuredCondition(path="state.v", op="matches", value=pattern), NAMES)
     with pytest.raises(ExpressionError, match="bad regular expression"):

@@ -161,7 +161,10 @@ def test_a_state_growing_too_deep_during_the_run_fails_it(run_yaml: Callable[...
     )
     assert result.status == "failed"
     assert result.error is not None and result.error.type == "limit_exceeded"
-    assert "node 'a' would make the state too deeply nested to encode as JSON" in result.error.message
+    assert (
+        "node 'a' made a state value that cannot be kept: state.x is nested more than 64"
+        in result.error.message
+    )
 
 
 # -- the command line ----------------------------------------------------------------------

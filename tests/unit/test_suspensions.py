@@ -221,15 +221,16 @@ def test_a_missing_deployment_hooks_file_is_a_configuration_error(tmp_path: Path
 
 
 @pytest.mark.parametrize(
-    ("result", "problem"),
+    ("result", "problem", "category"),
     [
-        ({"text": "\ud800"}, "unpaired surrogate"),
-        ([[[[0]]]], None),
-        (float("nan"), "not a JSON number"),
-        ({1: "a"}, "not a string"),
+        ({"text": "\ud800"}, "unpaired surrogate", "validation"),
+        ([[[[0]]]], None, None),
+        (float("nan"), "result holds nan: nan is not a JSON number", "non_finite_number"),
+        ({"a": [1, {"b": float("-inf")}]}, r"result.a\[1\].b holds -inf", "non_finite_number"),
+        ({1: "a"}, "not a string", "validation"),
     ],
 )
-def test_a_result_a_run_cannot_hold_fails_the_action_as_validation(result: Any, problem: str | None) -> None:
+def test_a_result_a_run_cannot_hold_fails_the_action(result: Any, problem: str | None, category: str) -> None:
     from graphrunner.services.dispatch import check_serializable
 
     call = ActionCall(node="n", tool="python", params={})
@@ -238,7 +239,7 @@ def test_a_result_a_run_cannot_hold_fails_the_action_as_validation(result: Any, 
         return
     with pytest.raises(ToolError, match=problem) as caught:
         check_serializable(call, result)
-    assert caught.value.classification == "validation" and "node 'n'" in str(caught.value)
+    assert caught.value.classification == category and "node 'n'" in str(caught.value)
 
 
 def test_a_result_nested_too_deeply_is_refused_not_a_recursion_error() -> None:

@@ -29,6 +29,8 @@ def call_payload(call: ActionCall) -> dict[str, Any]:
     policies, the node's, are dumped once per node, not once per item."""
     data = {f.name: getattr(call, f.name) for f in fields(call)}
     data["retry"] = _policies(call.retry)
+    if call.non_finite == "fail":  # the default: not on the wire, as before the setting
+        del data["non_finite"]
     return data
 
 
