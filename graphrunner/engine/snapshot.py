@@ -32,6 +32,7 @@ class RunSnapshot(BaseModel):
     error: RunFailure | None = None
     output: Any = None
     depth: int = 0
+    max_depth: int | None = None  # the deepest its children may nest (a caller's `depth`), if bounded
     capabilities: tuple[str, ...] = ("*",)
     # a step that waits (retry backoff, durable sleep, foreach items, a child run) is
     # suspended: `phase` counts its suspensions (the commit fence), `wait` says what for

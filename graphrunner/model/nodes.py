@@ -123,6 +123,17 @@ class SubgraphNode(_ErrorHandled):
     graph: str = Field(min_length=1)
     inputs: dict[str, Any] | None = None
     outputs: dict[str, str] | None = None
+    # narrow the child run (never widen): its capabilities, and how deep it may nest below itself
+    capabilities: list[str] | None = None
+    depth: int | None = Field(default=None, ge=0, strict=True)
+
+    @field_validator("capabilities")
+    @classmethod
+    def _written_patterns(cls, value: list[str] | None) -> list[str] | None:
+        bad = [p for p in value or () if "${" in p or not p.strip()]
+        if bad:
+            raise ValueError(f"capabilities are written patterns (no ${{...}}, none empty), got {bad[0]!r}")
+        return value
 
 
 class ParallelBranch(Model):

@@ -32,6 +32,7 @@ from graphrunner.engine import (
     StepPlan,
     StepResult,
 )
+from graphrunner.engine.grants import child_grants
 from graphrunner.engine.stepping import foreach_fails
 from graphrunner.errors import GraphrunnerError, RunError
 from graphrunner.model import ForeachNode, ParallelNode
@@ -70,9 +71,10 @@ class LocalRunner:
         capabilities: Sequence[str] | None = None,
         depth: int = 0,
         start: str | None = None,
+        max_depth: int | None = None,
     ) -> RunResult:
         """Start a run (at node `start`, else the entry node) and drive it until it finishes or
-        pauses (capabilities: the services' default)."""
+        pauses (capabilities: the services' default; `max_depth`: how deep its children may nest)."""
         snap = engine.begin(
             graph,
             inputs,
@@ -83,6 +85,8 @@ class LocalRunner:
             max_state_bytes=self.services.max_state_bytes,
             start=start,
         )
+        if max_depth is not None:
+            snap = snap.model_copy(update={"max_depth": max_depth})
         with local_spans.run(graph, snap) as traced:
             failed = self.services.env_failure(graph, snap)
             if failed is not None:
@@ -265,9 +269,9 @@ class LocalRunner:
     ) -> ChildOutcome:
         """Run the child graph `graph_id` to its end in this process (a subgraph, `branch` or item
         `index`), its run span under the step's."""
-        too_deep = engine.too_deep(graph, snap)
-        if too_deep is not None:
-            return ChildOutcome("failed", error=too_deep)
+        grants = child_grants(graph, snap)
+        if isinstance(grants, RunFailure):
+            return ChildOutcome("failed", error=grants)
         try:
             child = graph.subgraph(graph_id)
             inputs, state = child.split_child_values(values or {})
@@ -277,8 +281,9 @@ class LocalRunner:
                     inputs,
                     state=state,
                     run_id=run_id,
-                    capabilities=snap.capabilities,
+                    capabilities=grants.capabilities,
                     depth=snap.depth + 1,
+                    max_depth=grants.max_depth,
                 )
         except GraphrunnerError as exc:
             return ChildOutcome("failed", error=RunFailure(type="node_exception", message=str(exc)))

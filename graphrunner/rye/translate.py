@@ -25,6 +25,7 @@ ENVELOPE = {"version", "tool_type", "executor_id", "category", "description", "t
     "permissions",
 }
 GRAPH_TOOL = "graphs/"  # `tool:graphs/<id>` runs another graph as a tool: a subgraph node here
+EXECUTION_PARAMS = ("capabilities", "depth")  # the walker's, on a graph-tool call: not child inputs
 NATIVE_ONLY = ("nodes", "state", "inputs", "id", "hooks")  # graphrunner's keys: not beside a Rye `config`
 CONFIG_KEYS = {
     "start": "start",
@@ -180,7 +181,8 @@ def _nodes(nodes: Any) -> Any:
 
 def _node(node: Any) -> Any:
     """`cache: true` is the walker's `cache_result: true`; an action running `tool:graphs/<id>`
-    is a subgraph node."""
+    is a subgraph node, its params the child's inputs but for the walker's execution parameters
+    `capabilities` and `depth`, which narrow the child run."""
     if isinstance(node, dict) and "cache" in node and "cache_result" not in node:
         node = {("cache_result" if k == "cache" else k): v for k, v in node.items()}
     if isinstance(node, dict) and "next" in node:
@@ -190,7 +192,11 @@ def _node(node: Any) -> Any:
         return node
     rest = {k: v for k, v in node.items() if k not in ("action", "type", "node_type", "cache_result")}
     params = node["action"].get("params") or {}
-    return {"type": "subgraph", "graph": graph, "inputs": params, "outputs": {}, **rest}
+    if not isinstance(params, dict):
+        return {"type": "subgraph", "graph": graph, "inputs": params, "outputs": {}, **rest}
+    inputs = {k: v for k, v in params.items() if k not in EXECUTION_PARAMS}
+    execution = {k: params[k] for k in EXECUTION_PARAMS if k in params}  # narrow the child run
+    return {"type": "subgraph", "graph": graph, "inputs": inputs, "outputs": {}, **execution, **rest}
 
 
 def _graph_tool(node: Any) -> str | None:

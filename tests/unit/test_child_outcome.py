@@ -27,10 +27,17 @@ def test_a_finished_child_gives_its_status_state_output_and_error() -> None:
     assert (failed.status, failed.error.to_dict()) == ("failed", error)
 
 
-def test_a_child_with_other_capabilities_is_never_trusted() -> None:
+def test_a_child_with_wider_capabilities_is_never_trusted() -> None:
     """A run that took the child's id with wider capabilities: its results are not merged."""
     impostor = child(status=RunStatus.COMPLETED, state={"secret": 1}, capabilities=("*",))
     outcome = outcome_of(PARENT, impostor)
     assert outcome is not None and outcome.status == "failed" and outcome.state == {}
     assert outcome.error is not None and outcome.error.type == "permission_denied"
-    assert outcome.error.message == "child run p.1.a has capabilities ['*'], not its parent's"
+    assert outcome.error.message == "child run p.1.a has capabilities ['*'], more than its parent's"
+
+
+def test_a_child_narrowed_by_its_node_is_trusted() -> None:
+    """A subgraph node's `capabilities` (a Rye graph-tool call's) give the child fewer."""
+    narrowed = child(status=RunStatus.COMPLETED, state={"n": 1}, capabilities=("tool:echo", "graph:kid*"))
+    outcome = outcome_of(PARENT, narrowed)
+    assert outcome is not None and outcome.status == "completed" and outcome.state == {"n": 1}

@@ -2,10 +2,11 @@
 
 A step that runs graphs (a subgraph node, a parallel node's branches, a foreach over a graph:
 the `children` wait kind, `cluster/waits/children.py`) starts child runs: each a run of its own
-whose `parent` names the step and phase that wait for it, with exactly its parent's
-capabilities. Ids: `<run>.<step>` (and `.<phase>` when the step runs its subgraph again) for a
-subgraph's child; `<base>.<key>` for a keyed one, `<base>` made unique when the step ran before.
-A child whose capabilities are not its parent's (a run that took its id) is never trusted.
+whose `parent` names the step and phase that wait for it, with its parent's capabilities or
+fewer (a node's `capabilities`, `graphrunner.engine.grants`). Ids: `<run>.<step>` (and
+`.<phase>` when the step runs its subgraph again) for a subgraph's child; `<base>.<key>` for a
+keyed one, `<base>` made unique when the step ran before.
+A child whose capabilities are more than its parent's (a run that took its id) is never trusted.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from graphrunner.cluster.runs.graphs import GraphCache
 from graphrunner.compiled import CompiledGraph
 from graphrunner.engine import ActionFailure, ChildOutcome, RunSnapshot, StepPlan
 from graphrunner.engine.failures import ParentLink, RunFailure
+from graphrunner.engine.grants import child_grants, narrows
+from graphrunner.errors import RunError
 from graphrunner.services.records import utcnow
 from graphrunner.store import Store
 from graphrunner.telemetry import propagation
@@ -51,12 +54,15 @@ def first(
     assert plan.child_graph is not None
     child = graphs.child(graph, plan.child_graph)
     inputs, state = child.split_child_values(plan.child_values or {})
-    begun = engine.begin(  # exactly the parent's capabilities: a child never widens them
+    grants = child_grants(graph, snap)
+    if isinstance(grants, RunFailure):  # checked before any child is opened (`Children.start`)
+        raise RunError(grants.message)
+    begun = engine.begin(  # the parent's capabilities or fewer: a child never widens them
         child,
         inputs,
         run_id=run_id,
         state=state,
-        capabilities=snap.capabilities,
+        capabilities=grants.capabilities,
         depth=snap.depth + 1,
         max_state_bytes=max_state_bytes,
     )
@@ -64,7 +70,7 @@ def first(
         run_id=snap.run_id, step=snap.step, phase=phase, graph_id=snap.graph_id, node=snap.node
     )
     trace = propagation.of_child(snap.trace, parent, branch=label.get("branch"), index=label.get("index"))
-    return child, begun.model_copy(update={"parent": parent, "trace": trace})
+    return child, begun.model_copy(update={"parent": parent, "trace": trace, "max_depth": grants.max_depth})
 
 
 def first_of(
@@ -103,11 +109,13 @@ def ends(store: Store, snap: RunSnapshot, run_ids: Sequence[str]) -> list[ChildO
 
 def outcome_of(snap: RunSnapshot, child: RunSnapshot) -> ChildOutcome | None:
     """How the child run of the parent `snap` ended, or None while it runs. A child whose
-    capabilities are not its parent's (a run that took its id) is never trusted: it failed."""
+    capabilities are more than its parent's (a run that took its id) is never trusted: it failed."""
     if not child.status.finished:
         return None
-    if child.capabilities != snap.capabilities:
-        message = f"child run {child.run_id} has capabilities {list(child.capabilities)}, not its parent's"
+    if not narrows(child.capabilities, snap.capabilities):
+        message = (
+            f"child run {child.run_id} has capabilities {list(child.capabilities)}, more than its parent's"
+        )
         return ChildOutcome("failed", error=RunFailure(type="permission_denied", message=message))
     return ChildOutcome(child.status.value, dict(child.state), child.output, child.error)
 

@@ -62,6 +62,7 @@ from graphrunner.engine import (
     Wait,
 )
 from graphrunner.engine.failures import RunFailure
+from graphrunner.engine.grants import child_grants
 from graphrunner.engine.outcomes import FINISHED_OK
 from graphrunner.engine.snapshot import FINISHED
 from graphrunner.engine.stepping import foreach_fails
@@ -183,8 +184,8 @@ class Children(WaitKind[ChildrenWait]):
             return None  # a foreach of actions
         graph, snap = step.graph, step.snap
         keys = keys_of(plan)
-        error = engine.too_deep(graph, snap)
-        if error is not None:
+        error = child_grants(graph, snap)  # nesting too deep, or asking for more than the run holds
+        if isinstance(error, RunFailure):
             return Complete(_all_failed(step, keys, ChildOutcome("failed", error=error)), hook_round)
         model = ChildWait if plan.kind == "subgraph" else KidsWait
         base = child_runs.base_id(snap, plan.step)
