@@ -16,6 +16,8 @@ QUEUE_TYPES = ("classic", "quorum")  # GRAPHRUNNER_QUEUE_TYPE
 LOG_FORMATS = ("text", "json")  # GRAPHRUNNER_LOG_FORMAT
 AMQP_SCHEMES = ("amqp", "amqps", "pyamqp", "pyamqps", "librabbitmq")
 RABBITMQ_CONSUMER_TIMEOUT = 1800  # seconds: RabbitMQ's default `consumer_timeout` (30 min)
+# GRAPHRUNNER_LIVENESS_FILE: under /tmp, the one writable path (a tmpfs) of a read-only image
+LIVENESS_FILE = Path("/tmp/graphrunner-worker.alive")
 
 # What a run gets when nobody wrote its capabilities (docs/security.md): a producer's run
 # (Client, `graphrunner submit`, an explorer login with none configured) the pure built-ins;
@@ -144,6 +146,9 @@ class Settings:
     signing_key: str | None = None  # the key item messages are signed with (else one kept in Redis)
     log_format: str = "text"  # text | json: how a worker writes its log lines
     trace_url: str | None = None  # the explorer's link to a run's trace: a URL with {trace_id} ({run_id})
+    liveness_file: Path = LIVENESS_FILE  # touched by a live worker, read by `graphrunner alive`
+    redis_min_replicas: int = 0  # replicas that must acknowledge every commit (Redis WAIT); 0: none
+    redis_wait_timeout_ms: int = 1000  # how long a commit waits for them
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -189,6 +194,9 @@ class Settings:
             signing_key=os.environ.get("GRAPHRUNNER_SIGNING_KEY", "").strip() or None,
             log_format=_choice("GRAPHRUNNER_LOG_FORMAT", LOG_FORMATS, cls.log_format),
             trace_url=_url_template("GRAPHRUNNER_TRACE_URL", "{trace_id}"),
+            liveness_file=_path("GRAPHRUNNER_LIVENESS_FILE") or cls.liveness_file,
+            redis_min_replicas=_non_negative("GRAPHRUNNER_REDIS_MIN_REPLICAS"),
+            redis_wait_timeout_ms=_positive("GRAPHRUNNER_REDIS_WAIT_TIMEOUT_MS", cls.redis_wait_timeout_ms),
         )
 
     def with_redis(self, url: str) -> Settings:

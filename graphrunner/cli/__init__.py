@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from graphrunner import __version__
+from graphrunner.cli.alive import alive
 from graphrunner.cli.common import USAGE_ERROR, fail
 from graphrunner.cli.control import ping, purge
 from graphrunner.cli.flower import flower
@@ -70,6 +71,7 @@ main.add_command(beat)
 main.add_command(queues)
 main.add_command(purge)
 main.add_command(ping)
+main.add_command(alive)
 main.add_command(ui)
 main.add_command(schedule)
 

@@ -24,8 +24,9 @@ from graphrunner.cli.connect import cluster_client, reported_errors
 def ping(local: bool, workers: tuple[str, ...], timeout: float, as_json: bool) -> None:
     """Ping workers over the broker; exit 0 when every worker asked answered (any, without names).
 
-    `graphrunner ping --local` is the health check of a worker container or pod: it asks the
-    worker of this host (started without -n) and fails when it does not answer in time.
+    `graphrunner ping --local` is the readiness probe of a worker pod: it asks the worker of this
+    host (started without -n) and fails when it does not answer in time. Liveness is `graphrunner
+    alive`, which needs no broker.
     """
     from graphrunner.cluster.transport.control import local_worker_name
     from graphrunner.cluster.transport.control import ping as ping_workers

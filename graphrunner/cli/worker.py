@@ -101,7 +101,7 @@ def _celery_worker(app: Any, args: list[str]) -> None:
 def _runtime(settings: Settings) -> Any:
     from graphrunner.cluster.worker.runtime import WorkerRuntime
 
-    return WorkerRuntime(settings)
+    return WorkerRuntime(settings, liveness=settings.liveness_file)
 
 
 def _observability(runtime: Any, settings: Settings, host: str, port: int | None) -> Endpoint | None:

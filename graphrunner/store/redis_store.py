@@ -18,7 +18,7 @@ from typing import Any
 import redis
 
 from graphrunner.engine import RunSnapshot
-from graphrunner.errors import ConfigurationError
+from graphrunner.errors import ConfigurationError, StoreUnavailable
 from graphrunner.settings import is_cluster_url
 from graphrunner.store import keys
 from graphrunner.store.base import (
@@ -50,11 +50,13 @@ from graphrunner.store.redis_aux import (
 )
 from graphrunner.store.redis_clients import cluster_client, single_client
 from graphrunner.store.redis_index import RunIndex, expiry_member
+from graphrunner.store.replicas import Replicas, call_and_wait
 
 RETENTION_SECONDS = 7 * 24 * 3600  # finished runs expire after this (GRAPHRUNNER_RETENTION)
 HISTORY_BYTES = 8 * 1024 * 1024  # a run's kept history at most (GRAPHRUNNER_HISTORY_MAX_BYTES)
 WATCH_SECONDS = 24 * 3600  # a run's waiters counter lives this long after a client last counted in
 CLUSTER_SHARDS = 16  # shards of the run indexes on a Redis Cluster (GRAPHRUNNER_CLUSTER_SHARDS)
+NO_REPLICAS = Replicas()  # commits wait for no replica (GRAPHRUNNER_REDIS_MIN_REPLICAS unset)
 __all__ = ["RETENTION_SECONDS", "RedisStore", "now_ms"]
 
 
@@ -71,6 +73,7 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         direct: bool = True,
         keyspace: KeySpace | None = None,
         history_bytes: int = HISTORY_BYTES,
+        replicas: Replicas = NO_REPLICAS,
     ) -> None:
         super().__init__(client, retry_seconds=retry_seconds, url=url, keyspace=keyspace)
         if self.keys.clustered and direct:
@@ -82,6 +85,7 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         self.direct = direct
         self.retention_seconds = retention_seconds
         self.history_bytes = history_bytes
+        self.replicas = replicas  # that must acknowledge every commit (`store/replicas.py`)
         self._create = self.script("create_run.lua", sends=True)
         self._commit = self.script("commit_run.lua", sends=True)
         self._push = self.script("push.lua", sends=True)
@@ -104,11 +108,13 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         direct: bool = True,
         shards: int = CLUSTER_SHARDS,
         history_bytes: int = HISTORY_BYTES,
+        replicas: Replicas = NO_REPLICAS,
     ) -> RedisStore:
         """A store for `redis://...`, or for a Redis Cluster (`redis+cluster://...`) in `shards` shards."""
         options: dict[str, Any] = {"retry_seconds": retry_seconds, "url": url, "direct": direct}
         options["retention_seconds"] = retention_seconds
         options["history_bytes"] = history_bytes
+        options["replicas"] = replicas
         if not is_cluster_url(url):
             return cls(single_client(url), **options)
         return cls(cluster_client(url, shards, retry_seconds), keyspace=KeySpace(shards), **options)
@@ -281,6 +287,8 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
         s; None once the run is no longer running), the `sends` and, when this Redis is the
         broker (`direct`), the acknowledgement of the message being handled (`ack`), and the
         history side records of its transcript records (`asides`), within the history budget.
+        With `replicas`, the commit then waits for them; raises `StoreUnavailable` when too few
+        acknowledge it in time (`store/replicas.py`).
         """
         run_id, old, new = snap.run_id, fence.status, snap.status.value
         ack_keys, ack_tag = ack_parts(ack if self.direct else None)
@@ -323,11 +331,29 @@ class RedisStore(ItemsMixin, CacheMixin, KeysMixin, LivenessMixin, DeadLettersMi
             len(asides),
             *[part for a in asides for part in (a.index + 1, a.step, a.body)],
         ]
-        reply = self._call(lambda: self._commit(keys=run_keys, args=args))
+        if self.replicas.count <= 0:
+            reply = self._call(lambda: self._commit(keys=run_keys, args=args))
+        else:
+            reply = self._replicated(snap, run_keys, args)
         if int(reply[0]) == 0:
             step = int(reply[1]) if reply[1] not in ("", None) else None
             return Committed(False, step, str(reply[2]) or None)
         return Committed(True, acked=bool(ack_tag))
+
+    def _replicated(self, snap: RunSnapshot, run_keys: list[str], args: list[Any]) -> Any:
+        """The commit script's reply, once `replicas` have acknowledged an applied commit."""
+        reply, acked = self._call(
+            lambda: call_and_wait(self.redis, self._commit, run_keys, args, self.replicas)
+        )
+        wanted = self.replicas
+        if int(reply[0]) == 1 and acked < wanted.count:
+            raise StoreUnavailable(
+                f"the commit of run {snap.run_id} at step {snap.step} is written on the master but was "
+                f"acknowledged by {acked} of GRAPHRUNNER_REDIS_MIN_REPLICAS={wanted.count} replica(s) "
+                f"within {wanted.timeout_ms} ms: its message is delivered again (a fenced duplicate "
+                "unless a failover loses the commit)"
+            )
+        return reply
 
     def _message_keys(self, run_id: str, sends: Sequence[Send]) -> list[str]:
         """The keys the `sends.lua` library writes: timers, timer bodies, outbox, then push queues."""

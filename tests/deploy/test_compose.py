@@ -117,6 +117,19 @@ def test_worker_scales_with_no_fixed_name_or_host_port() -> None:
     assert worker["depends_on"]["redis"]["condition"] == "service_healthy"
 
 
+def test_worker_health_reads_its_liveness_file_on_the_tmpfs() -> None:
+    """No network in the worker's health check (a Redis outage marks no worker unhealthy); the
+    file it reads is under /tmp, the tmpfs of a read-only container."""
+    from graphrunner.settings import LIVENESS_FILE
+
+    worker = load_compose()["services"]["worker"]
+    test = worker["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "graphrunner", "alive"]
+    assert float(test[test.index("--max-age") + 1]) >= 30
+    assert worker["read_only"] is True
+    assert any(LIVENESS_FILE.is_relative_to(t.split(":")[0]) for t in worker["tmpfs"]), worker["tmpfs"]
+
+
 def test_stop_grace_covers_the_longest_node_timeout_of_the_shipped_graphs() -> None:
     env = read_env_file()
     services = load_compose()["services"]

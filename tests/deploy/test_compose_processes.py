@@ -235,22 +235,25 @@ def test_sigterm_mid_step_finishes_the_step_and_loses_nothing(
     assert [s.split()[1] for s in starts] == ["r-s0", "r-s1"]  # each step ran once
 
 
-def test_the_image_healthcheck_pings_the_worker_for_real(
+def test_the_image_healthcheck_reads_the_workers_liveness_file_for_real(
     private_redis: EmbeddedRedis, tmp_path: Path, started: list[Service]
 ) -> None:
+    """The HEALTHCHECK as written, against a real worker: it fails before the worker runs, passes
+    while it runs, and fails once it has stopped; the probe itself has no Redis to reach."""
     parser = DockerfileParser(path=str(DOCKERFILE))
     healthcheck = [i["value"] for i in parser.structure if i["instruction"] == "HEALTHCHECK"]
     assert len(healthcheck) == 1
     argv = _exec_form(healthcheck[0])
-    assert argv[:2] == ["graphrunner", "ping"]
+    assert argv[:2] == ["graphrunner", "alive"]
     probe = [sys.executable, "-m", "graphrunner", *argv[1:]]
-    env = service_env("worker", private_redis.url)
+    alive_file = {"GRAPHRUNNER_LIVENESS_FILE": str(tmp_path / "worker.alive")}  # /tmp is shared here
+    env = {**service_env("worker", "redis://127.0.0.1:1/0"), **alive_file}
     assert subprocess.run(probe, env=env, capture_output=True, timeout=60, check=False).returncode == 1
-    worker = start_worker(0, private_redis, tmp_path, started)
+    worker = start_worker(0, private_redis, tmp_path, started, **alive_file)
     worker.wait_for_log(" ready.")
     answer = subprocess.run(probe, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert answer.returncode == 0, answer.stdout + answer.stderr
-    assert "pong" in answer.stdout
+    assert "alive:" in answer.stdout
     worker.stop()
     assert subprocess.run(probe, env=env, capture_output=True, timeout=60, check=False).returncode == 1
 

@@ -340,13 +340,26 @@ def test_workers_roll_out_without_losing_capacity_and_have_only_their_metrics_po
     assert ports == [{"name": "metrics", "containerPort": 9464}]  # test_observability_deploy.py
 
 
-def test_worker_probes_outwait_the_ping_timeout() -> None:
-    for probe_name in ("livenessProbe", "readinessProbe"):
-        probe = container(one("Deployment", "graphrunner-worker"), "worker")[probe_name]
-        command = probe["exec"]["command"]
-        assert command[:3] == ["graphrunner", "ping", "--local"]
-        ping_timeout = float(command[command.index("--timeout") + 1])
-        assert probe["timeoutSeconds"] > ping_timeout, probe_name
+def test_worker_readiness_outwaits_the_ping_timeout() -> None:
+    probe = container(one("Deployment", "graphrunner-worker"), "worker")["readinessProbe"]
+    command = probe["exec"]["command"]
+    assert command[:3] == ["graphrunner", "ping", "--local"]
+    ping_timeout = float(command[command.index("--timeout") + 1])
+    assert probe["timeoutSeconds"] > ping_timeout
+
+
+def test_worker_liveness_needs_no_network_and_a_writable_tmp() -> None:
+    """`graphrunner alive` reads the file the worker touches: under /tmp, a volume of its own on a
+    read-only root filesystem, where GRAPHRUNNER_LIVENESS_FILE (its default) puts it."""
+    from graphrunner.settings import LIVENESS_FILE
+
+    worker = container(one("Deployment", "graphrunner-worker"), "worker")
+    command = worker["livenessProbe"]["exec"]["command"]
+    assert command[:2] == ["graphrunner", "alive"]
+    assert float(command[command.index("--max-age") + 1]) >= worker["livenessProbe"]["periodSeconds"]
+    assert worker["securityContext"]["readOnlyRootFilesystem"] is True
+    mounts = [m["mountPath"] for m in worker["volumeMounts"]]
+    assert any(LIVENESS_FILE.is_relative_to(m) for m in mounts), mounts
 
 
 def test_the_worker_keeps_the_name_ping_local_asks_for() -> None:
@@ -747,7 +760,7 @@ SUBCOMMANDS = sorted({line[1] for line in graphrunner_commands()})
 
 
 def test_the_manifests_run_the_expected_subcommands() -> None:
-    assert SUBCOMMANDS == ["beat", "flower", "ping", "ui", "worker"]
+    assert SUBCOMMANDS == ["alive", "beat", "flower", "ping", "ui", "worker"]
 
 
 def graphrunner_worker_options() -> set[str]:

@@ -74,6 +74,30 @@ def test_worker_refuses_settings_that_cannot_work() -> None:
     check_worker(Settings(redis_url=REDIS, visibility_timeout=2), ["-P", "threads"])
 
 
+@pytest.mark.parametrize(
+    ("pool", "why"),
+    [
+        ("solo", "runs steps in the worker's own loop"),
+        ("gevent", "does not monkey-patch"),
+        ("eventlet", "does not monkey-patch"),
+        ("custom", "cannot tell whether its loop vouches"),
+    ],
+)
+def test_worker_refuses_every_pool_that_cannot_vouch(pool: str, why: str) -> None:
+    """A pool whose consumer loop stops while a step runs would neither vouch for the messages the
+    worker holds nor touch its liveness file."""
+    with pytest.raises(ConfigurationError, match=f"--pool={pool} is not supported: .*{re.escape(why)}"):
+        check_worker(Settings(redis_url=REDIS), [f"--pool={pool}"])
+    for supported in ("prefork", "processes", "threads"):
+        check_worker(Settings(redis_url=REDIS), ["-P", supported])
+
+
+def test_a_refused_pool_stops_the_worker_command_before_it_starts() -> None:
+    result = CliRunner().invoke(main, ["worker", "-P", "gevent"], env={"GRAPHRUNNER_REDIS_URL": REDIS})
+    assert result.exit_code == 2, result.output
+    assert "--pool=gevent is not supported" in result.output
+
+
 def _graphs(tmp_path: Path) -> Path:
     (tmp_path / "long.yaml").write_text(
         "id: t/long\nconfig: {start: a}\nnodes:\n"

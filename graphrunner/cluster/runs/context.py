@@ -21,6 +21,7 @@ from graphrunner.errors import ConfigurationError, GraphrunnerError
 from graphrunner.services.records import AnyRecord
 from graphrunner.settings import CLUSTER_SCHEMES, SINGLE_REDIS, Settings
 from graphrunner.store import Created, Fence, RedisStore, Store
+from graphrunner.store.replicas import Replicas
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -58,6 +59,7 @@ class Cluster:
             direct=direct,
             shards=settings.cluster_shards,
             history_bytes=settings.history_max_bytes,
+            replicas=Replicas(settings.redis_min_replicas, settings.redis_wait_timeout_ms),
         )
         return cls.over(settings, store, app=app)
 

@@ -32,6 +32,7 @@ from celery.worker import state as worker_state
 
 from graphrunner.cluster.transport import guard
 from graphrunner.cluster.worker import sweeper
+from graphrunner.cluster.worker.liveness import HOUSEKEEPING
 from graphrunner.errors import ScheduleError
 from graphrunner.telemetry import metrics
 
@@ -91,6 +92,7 @@ class Housekeeper:
             except Exception as exc:
                 log.warning("sweeper pass failed (%s); will try again", exc)
         self.fire_schedules()
+        HOUSEKEEPING.mark()  # the liveness file's proof that this thread is not stuck
 
     def fire_schedules(self) -> None:
         """Fire the schedules' due ticks (registering the declared schedules first). Never raises."""

@@ -16,7 +16,20 @@ from graphrunner.settings import Settings
 
 log = logging.getLogger("graphrunner.worker")
 MIN_VISIBILITY = 2  # seconds: a worker vouches every max(1 s, a quarter of it) for what it holds
-REFUSED_POOLS = {"solo": "it runs steps in the worker's own loop, which then cannot vouch for them"}
+SUPPORTED_POOLS = ("prefork", "processes", "threads")  # `processes` is Celery's alias of prefork
+# Pools whose consumer loop stops while a step runs: it then neither vouches for the messages the
+# worker holds (they are delivered again to another worker mid-step) nor touches the liveness file.
+REFUSED_POOLS = {
+    "solo": "it runs steps in the worker's own loop, which then cannot vouch for them",
+    "gevent": (
+        "`graphrunner worker` does not monkey-patch, so a step's blocking calls stop the worker's "
+        "loop, which then cannot vouch for the messages it holds"
+    ),
+    "eventlet": (
+        "`graphrunner worker` does not monkey-patch, so a step's blocking calls stop the worker's "
+        "loop, which then cannot vouch for the messages it holds"
+    ),
+}
 
 
 def check_worker(settings: Settings, celery_args: Sequence[str]) -> None:
@@ -35,10 +48,9 @@ def check_worker(settings: Settings, celery_args: Sequence[str]) -> None:
         )
     check_queue_type(settings)
     pool = pool_of(celery_args)
-    if pool in REFUSED_POOLS:
-        raise ConfigurationError(
-            f"--pool={pool} is not supported: {REFUSED_POOLS[pool]}; use prefork or threads"
-        )
+    if pool is not None and pool not in SUPPORTED_POOLS:
+        why = REFUSED_POOLS.get(pool, "graphrunner cannot tell whether its loop vouches for held messages")
+        raise ConfigurationError(f"--pool={pool} is not supported: {why}; use prefork or threads")
 
 
 def pool_of(celery_args: Sequence[str]) -> str | None:

@@ -4,6 +4,7 @@ services, and the Celery app with graphrunner's tasks, message guard and houseke
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from celery import Celery
 
@@ -16,6 +17,7 @@ from graphrunner.cluster.worker import observed
 from graphrunner.cluster.worker.config import deployment_hooks as configured_hooks
 from graphrunner.cluster.worker.heartbeat import Heartbeats
 from graphrunner.cluster.worker.housekeeping import Vouch
+from graphrunner.cluster.worker.liveness import Liveness
 from graphrunner.cluster.worker.loops import ThreadLoops
 from graphrunner.cluster.worker.tasks import register_tasks
 from graphrunner.compiled import CompiledHook
@@ -50,7 +52,9 @@ class WorkerRuntime:
 
     `deployment_hooks` default to those of GRAPHRUNNER_HOOKS and GRAPHRUNNER_WORKER_CONFIG, whose
     module is imported first (a bad file or module raises `ConfigurationError`); `store`
-    replaces the configured Redis (the tests pass a `MemoryStore`).
+    replaces the configured Redis (the tests pass a `MemoryStore`); `liveness`, a file the
+    worker keeps touching while it is not wedged (`graphrunner worker` passes
+    GRAPHRUNNER_LIVENESS_FILE; in-thread workers keep none).
     """
 
     def __init__(
@@ -60,6 +64,7 @@ class WorkerRuntime:
         store: Store | None = None,
         deployment_hooks: Sequence[CompiledHook] | None = None,
         retry_seconds: float = 60.0,
+        liveness: Path | None = None,
     ) -> None:
         self.settings = settings
         self.app = worker_app(settings)
@@ -89,6 +94,8 @@ class WorkerRuntime:
         register_tasks(self.app, self.executor, self.items)
         observed.connect()  # OpenTelemetry set up per worker process, when OTEL_* asks for it
         self.app.steps["consumer"].add(type("GraphrunnerVouch", (Vouch,), {"cluster": self.cluster}))
+        if liveness is not None:
+            self.app.steps["consumer"].add(type("GraphrunnerLiveness", (Liveness,), {"path": liveness}))
 
     def close(self) -> None:
         """Stop heartbeats, close event loops and connections (the worker has stopped)."""
