@@ -14,6 +14,8 @@ from graphrunner.settings import Settings
 
 RESTORE_EVERY = 2  # seconds between two looks (by every worker) for messages of a dead worker
 RESTORE_MUTEX = 10  # seconds a restore's mutex outlives a worker killed while holding it
+BROKER_SOCKET_TIMEOUT = 10  # seconds a Redis broker command may wait for its reply (BRPOP's comes in 1 s)
+HEALTH_CHECK = 5  # seconds: how often a silent broker connection is looked at (see `broker_options`)
 # RabbitMQ: a publish returns once the broker has taken the message (persistent, on a durable
 # queue), so a message the broker lost when it went away raises instead of leaving the outbox
 AMQP_OPTIONS: dict[str, Any] = {"confirm_publish": True}
@@ -80,9 +82,16 @@ def broker_options(settings: Settings) -> dict[str, Any]:
     minutes; `RESTORE_MUTEX` seconds bound that (a restore takes milliseconds).
 
     A live worker keeps vouching for the messages it holds (`housekeeping.Vouch`), however long
-    it holds them, so a long step is never delivered twice. Connecting times out, and a health
-    check every 30 s notices a broker that went away silently; reads carry no socket timeout, as
-    in a plain Celery app, because a socket with a timeout polls before every read.
+    it holds them, so a long step is never delivered twice.
+
+    A broker can go silent without closing the connection (a partition, a NAT or firewall that
+    forgot it, a failed-over host): every call is bounded. Connecting times out; every command
+    the consumer waits for (acknowledge, requeue, restore, publish) times out after
+    `BROKER_SOCKET_TIMEOUT` seconds (without it a blackholed connection held the worker's main
+    process for ever: tests/integration/test_faults.py); and the consumer's BRPOP, which the
+    event loop waits for without a socket timeout, is dropped and reconnected when its reply
+    (due within kombu's 1 s `brpop_timeout`) is `HEALTH_CHECK` seconds late, looked at every
+    `HEALTH_CHECK` seconds (kombu 5.7: `maybe_check_brpop_health`).
     """
     if settings.amqp:
         return dict(AMQP_OPTIONS)
@@ -92,5 +101,6 @@ def broker_options(settings: Settings) -> dict[str, Any]:
         "unacked_restore_throttle": 1,
         "unacked_mutex_expire": RESTORE_MUTEX,
         "socket_connect_timeout": 5,
-        "health_check_interval": 30,
+        "socket_timeout": BROKER_SOCKET_TIMEOUT,
+        "health_check_interval": HEALTH_CHECK,
     }

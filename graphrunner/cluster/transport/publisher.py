@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from graphrunner.cluster.transport.broker import Broker, MemoryBroker, RedisBroker
+from graphrunner.cluster.transport.deadline import WATCHDOG, cut
 from graphrunner.cluster.transport.envelope import SENT_HEADER, Envelope
 from graphrunner.cluster.transport.messages import ITEM_TASK, STEP_TASK, Outgoing
 from graphrunner.cluster.transport.signing import Signer
@@ -43,6 +44,14 @@ if TYPE_CHECKING:
 
 FAN_OUT_SLICE = 50  # foreach item messages encoded and pushed at a time (about 2.5 KB each)
 PUBLISH_RETRY = {"max_retries": 10, "interval_start": 0.1, "interval_step": 0.5, "interval_max": 3}
+# RabbitMQ under a memory or disk alarm blocks publishers: a publish waits for its confirm, and
+# kombu then waits to close the channel (celery/celery#9259). Each attempt (the write, then the
+# confirm) is bounded, retries stop once the publish has taken PUBLISH_DEADLINE, and a publish
+# still blocked PUBLISH_TIMEOUT after that has its connection cut (`deadline.cut`). A publish that
+# gave up that way makes the next ones fail at once for PUBLISH_TIMEOUT (a sweeper pass over many
+# stalled runs then takes seconds, not 15 s a run); their messages wait in their outboxes.
+PUBLISH_TIMEOUT = 5.0  # seconds one attempt may take
+PUBLISH_DEADLINE = 15.0  # seconds a publish may take, its retries included
 
 
 def is_redis_url(url: str | None) -> bool:
@@ -76,6 +85,7 @@ class Publisher:
         self.envelope = Envelope()
         self.broker = broker_for(settings, store)
         self._signer: Signer | None = None
+        self._quiet_until = 0.0  # a broker that kept a publish waiting for its whole deadline: not until then
 
     @property
     def signer(self) -> Signer:
@@ -200,17 +210,25 @@ class Publisher:
         if self.broker is not None:
             self.broker.push(send.queue, send.body)
             return
+        started = time.monotonic()
+        if started < self._quiet_until:
+            raise self._unavailable("it kept the last one waiting until its publish gave up, moments ago")
         try:
-            self._send(self.app, Outgoing.model_validate_json(send.body))
+            self._publish_all([Outgoing.model_validate_json(send.body)])
         except Exception as exc:  # kombu/amqp raise their own trees: refused login, lost connection
-            from kombu.utils.url import maybe_sanitize_url
+            # kept waiting (blocked), not refused at once: do not wait on it again straight away
+            if time.monotonic() - started >= PUBLISH_TIMEOUT:
+                self._quiet_until = time.monotonic() + PUBLISH_TIMEOUT
+            raise self._unavailable(f"{type(exc).__name__}: {exc}") from exc
 
-            broker = maybe_sanitize_url(self.settings.broker or "")
-            raise BrokerUnavailable(
-                f"the broker {broker} (GRAPHRUNNER_BROKER_URL) did not take a message: "
-                f"{type(exc).__name__}: {exc}; it stays in the run's outbox and the sweeper "
-                "sends it once the broker takes it"
-            ) from exc
+    def _unavailable(self, why: str) -> BrokerUnavailable:
+        from kombu.utils.url import maybe_sanitize_url
+
+        broker = maybe_sanitize_url(self.settings.broker or "")
+        return BrokerUnavailable(
+            f"the broker {broker} (GRAPHRUNNER_BROKER_URL) did not take a message: {why}; it stays "
+            "in the run's outbox and the sweeper sends it once the broker takes it"
+        )
 
     def pump(self, now: float, limit: int = 100) -> int:
         """Move durable timers due by `now` onto their queues; how many were taken.
@@ -262,16 +280,24 @@ class Publisher:
         return sent
 
     def _publish_all(self, outs: Sequence[Outgoing]) -> None:
-        """Publish `outs` through Celery over one producer (a broker that is not Redis)."""
+        """Publish `outs` through Celery over one producer (a broker that is not Redis), each within
+        `PUBLISH_DEADLINE`; a publish that fails or overruns leaves its connection to be replaced."""
         app = self.app
         with app.producer_or_acquire() as producer:
-            for out in outs:
-                self._send(app, out, producer)
+            connection = producer.connection
+            try:
+                for out in outs:
+                    with WATCHDOG.watch(PUBLISH_DEADLINE + PUBLISH_TIMEOUT, lambda: cut(connection)):
+                        self._send(app, out, producer)
+            except BaseException:
+                connection.collect()  # no network: a blocked connection and channel are dropped, not closed
+                raise
 
     @staticmethod
     def _send(app: Celery, out: Outgoing, producer: Any = None) -> None:
         """Publish `out` through Celery (`send_task`: no signature or task object in between), with
-        the `gr_sent` header of a message sent now; retried as `PUBLISH_RETRY` says."""
+        the `gr_sent` header of a message sent now; retried as `PUBLISH_RETRY` says, for at most
+        `PUBLISH_DEADLINE` seconds."""
         app.send_task(
             out.task,
             args=list(out.args),
@@ -279,9 +305,11 @@ class Publisher:
             shadow=out.shadow,
             ignore_result=True,
             retry=True,
-            retry_policy=PUBLISH_RETRY,
+            retry_policy={**PUBLISH_RETRY, "errback": _give_up_after(PUBLISH_DEADLINE)},
             headers={SENT_HEADER: int(time.time() * 1000)},
             producer=producer,
+            timeout=PUBLISH_TIMEOUT,
+            confirm_timeout=PUBLISH_TIMEOUT,
         )
 
     def close(self) -> None:
@@ -290,6 +318,17 @@ class Publisher:
             self._own_app.close()
         if self.broker is not None and not self.store.direct:
             self.broker.close()
+
+
+def _give_up_after(seconds: float) -> Any:
+    """A kombu retry errback that stops the retries once `seconds` have passed (raises the error)."""
+    until = time.monotonic() + seconds
+
+    def errback(exc: Exception, interval: float) -> None:
+        if time.monotonic() + interval > until:
+            raise exc
+
+    return errback
 
 
 def _run_of(send: Send) -> str | None:
