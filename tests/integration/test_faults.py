@@ -91,13 +91,19 @@ def envs(
 
 
 def check_once(run: RunHandle, marker: Path, tag: str, timeout: float = 60) -> list[str]:
-    """The run completed, each of its steps committed exactly once; the workers that ran them."""
+    """The run completed, each of its steps committed exactly once; the workers that ran them.
+
+    Besides the step records, a fault may leave records of what happened around a step (a retry
+    after the store timed out, a sweep that sent a stalled step again): allowed, never twice a
+    committed step."""
     result = run.wait(timeout=timeout)
     assert result.status == "completed", (tag, result.error)
     assert result.output == {"n": STEPS, "log": list(range(STEPS))}
-    assert [s["step"] for s in result.steps] == list(range(1, STEPS + 2))
+    taken = [s for s in result.steps if s["status"] in ("ok", "end")]
+    assert [s["step"] for s in taken] == list(range(1, STEPS + 2)), result.steps
+    assert {s["status"] for s in result.steps} <= {"ok", "end", "retry", "swept"}, result.steps
     assert len(lines(marker / f"ticks-{tag}")) >= STEPS  # actions run at least once
-    return [str(s.get("worker")) for s in result.steps]
+    return [str(s.get("worker")) for s in taken]
 
 
 def behind(worker: WorkerProcess, marker: Path, tags: list[str]) -> bool:
