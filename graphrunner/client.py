@@ -134,7 +134,8 @@ class Client:
         `state_patch` is checked against the graph's state schema and merged in. The run stays
         pinned to the graph version it started with; `upgrade` (a Graph, a file or a graph
         id of the same graph) re-pins it to that version, if the run's node is still in it.
-        A running run can be resumed only when it is stalled (no progress for
+        A run paused below (a child run paused) resumes the paused run instead, with the patch
+        (its state's). A running run can be resumed only when it is stalled (no progress for
         `GRAPHRUNNER_STALL_AFTER` seconds). Raises `RunNotFound`, `ResumeError` or
         `StateValidationError`, and changes nothing then.
         """

@@ -161,6 +161,20 @@ class NodeError(RunError):
     """A node's action (or its edge) failed; `state` is the state at failure."""
 
 
+class BranchFailed(NodeError):
+    """A child run of a parallel node (its `branch`) or of a foreach over a graph (its item
+    `index`) failed, and so did the node."""
+
+    category = "branch_failed"
+
+    def __init__(
+        self, message: str, *, branch: str | None = None, index: int | None = None, **kwargs: Any
+    ) -> None:
+        self.branch = branch
+        self.index = index
+        super().__init__(message, **kwargs)
+
+
 class RoutingError(RunError):
     """A `next` resolved to a name that is neither a node nor `$end`."""
 
@@ -215,6 +229,7 @@ class NonFiniteNumber(StateValidationError):
 
 RUN_ERROR_CLASSES: dict[str, type[RunError]] = {
     "routing_error": RoutingError,
+    "branch_failed": BranchFailed,
     "reducer_error": ReducerError,
     "state_validation_error": StateValidationError,
     "permission_denied": PermissionDenied,

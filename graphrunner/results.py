@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from graphrunner.engine import RunFailure, RunSnapshot, RunStatus, ToleratedError
-from graphrunner.errors import RUN_ERROR_CLASSES, NodeError, ReducerError, RunError
+from graphrunner.engine.snapshot import PausedAt
+from graphrunner.errors import RUN_ERROR_CLASSES, BranchFailed, NodeError, ReducerError, RunError
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,15 @@ class RunResult:
         }
         if self.message is not None:
             result["message"] = self.message
+        if self.paused_at is not None:
+            result["paused_at"] = self.paused_at.model_dump(mode="json")
         return result
+
+    @property
+    def paused_at(self) -> PausedAt | None:
+        """A run paused because a run below it paused: where (its child run, branch or item)."""
+        snap = self.snapshot
+        return snap.paused_at if snap is not None and self.status == "paused" else None
 
     def raise_for_error(self) -> RunResult:
         """Raise the run's error (`NodeError`, `ReducerError`, ...) with its state; else self."""
@@ -100,4 +109,6 @@ def _rebuild(cls: type[RunError], result: RunResult) -> RunError:
     kwargs: dict[str, Any] = {"node": error.node, "step": error.step, "state": result.state}
     if issubclass(cls, ReducerError):
         return cls(error.message, field=error.field or "?", reducer=error.reducer or "?", **kwargs)
+    if issubclass(cls, BranchFailed):
+        return cls(error.message, branch=error.branch, index=error.index, **kwargs)
     return cls(error.message, category=error.type, **kwargs)

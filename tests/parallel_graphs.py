@@ -109,3 +109,23 @@ nodes:
     collect: summaries
     tolerated_failures: 1
   """
+
+# an empty fan-out: the gate refuses an empty list (`size(...) < 0` never does)
+EMPTY_GUARDED = """
+id: guarded
+state: {docs: {type: list}, summaries: {type: list, default: []}, seen: {}}
+config: {start: any_left}
+nodes:
+  any_left: {type: gate, next: [{to: none_left, when: "size(state.docs) == 0"}, {to: each}]}
+  none_left: {type: return, output: nothing to do}
+  each:
+    type: foreach
+    over: "${state.docs}"
+    as: doc
+    graph: summarise
+    inputs: {doc: "${doc}", position: "${index}"}
+    collect: summaries
+    result_key: seen
+    next: done
+  done: {type: return, output: "${state.seen}"}
+"""

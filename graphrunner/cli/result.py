@@ -12,6 +12,7 @@ from graphrunner.cli.common import indented, print_json
 
 if TYPE_CHECKING:
     from graphrunner.engine import RunFailure
+    from graphrunner.engine.snapshot import PausedAt
     from graphrunner.results import RunResult
 
 
@@ -43,11 +44,20 @@ def outcome_lines(result: RunResult) -> list[str]:
     lines = []
     if result.status == "paused":
         lines.append(f"message: {result.message}" if result.message else "message: (none)")
+        if result.paused_at is not None:
+            lines.append(f"paused below: {describe_pause(result.paused_at)}")
     if result.error is not None:
         lines.append(f"error: {describe_error(result.error)}")
         if result.error.traceback:
             lines.append(indented(result.error.traceback, "  "))
     return lines
+
+
+def describe_pause(where: PausedAt) -> str:
+    """`child run r.1.b (branch 'b'), parked at node 'ask' of run r.1.b`."""
+    label = f" (branch {where.branch!r})" if where.branch else ""
+    label = f" (item {where.index})" if where.index is not None else label
+    return f"child run {where.run_id}{label}, parked at node {where.node!r} of run {where.paused_run}"
 
 
 def describe_error(error: RunFailure) -> str:

@@ -30,7 +30,8 @@ class RunFailure(_Compact):
     - `error_type`: the exception or error class behind it, when there is one.
     - `node`, `step`: where it happened (a run's error; unset for a child's end).
     - `field`, `reducer`: a reducer that refused an update.
-    - `index`: the foreach item it happened to (a tolerated item error).
+    - `index`: the foreach item it happened to (a tolerated item error, a failed foreach child).
+    - `branch`: the parallel branch that failed (`branch_failed`).
     - `traceback`: the traceback of the exception behind it, when it is worth keeping.
     """
 
@@ -42,6 +43,7 @@ class RunFailure(_Compact):
     field: str | None = None
     reducer: str | None = None
     index: int | None = None
+    branch: str | None = None
     traceback: str | None = None
 
     def to_dict(self, *, traceback: bool = True) -> dict[str, Any]:

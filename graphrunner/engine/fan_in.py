@@ -7,6 +7,7 @@ merged in declaration order; a failure past what the node tolerates fails it as 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from graphrunner.engine.failures import RunFailure, ToleratedError
@@ -17,7 +18,7 @@ from graphrunner.engine.outcomes import (
     ForeachOutcome,
     ParallelOutcome,
 )
-from graphrunner.engine.snapshot import RunStatus, StepEvent
+from graphrunner.engine.snapshot import PausedAt, RunStatus, StepEvent
 from graphrunner.engine.stepping import (
     StepContext,
     StepResult,
@@ -34,6 +35,9 @@ def after_foreach(s: StepContext, outcome: ForeachOutcome) -> StepResult:
     """Collect the items in item order; past the node's tolerance, fail it as an action's failure."""
     spec = s.node.spec
     assert isinstance(spec, ForeachNode)
+    paused = next((i.paused for i in outcome.items if i.paused is not None), None)
+    if paused is not None:  # in-process only: the cluster parks the parent instead
+        return _paused_on_child(s, paused)
     fold = outcome.fold()
     failed = fold.failed
     # a sequential foreach stops at its failure: counts and tolerance are of the whole list
@@ -49,6 +53,8 @@ def after_foreach(s: StepContext, outcome: ForeachOutcome) -> StepResult:
             first.outcome.failure.error_type,
             first.outcome.failure.traceback,
         )
+        if spec.graph is not None:  # a failed child run: the item names itself (node_exception, as OA's)
+            failure = replace(failure, index=first.index)
         return on_failure(s, failure, max(i.outcome.attempts for i in failed), outcome.control)
     results = fold.results
     failures = [{"index": i.index, "item": i.item, "error": _failure_dict(i.outcome)} for i in failed]
@@ -67,6 +73,13 @@ def after_foreach(s: StepContext, outcome: ForeachOutcome) -> StepResult:
     return succeed(s, result_ns, extra, fold.attempts, False, suppressed)
 
 
+def _of_branch(failure: ActionFailure, branch: str) -> ActionFailure:
+    """A failed branch's failure as its node's: `branch_failed`, naming the branch (a limit or a
+    denied permission keeps its own category; OpenArmature's `parallel_branches_branch_failed`)."""
+    kind = "branch_failed" if failure.classification == "permanent" else failure.classification
+    return replace(failure, classification=kind, branch=branch)
+
+
 def _failure_dict(outcome: ActionOutcome) -> dict[str, Any]:
     """An item's error as the foreach's `failed` list (in state) holds it: no traceback."""
     return outcome.failure.to_dict(traceback=False) if outcome.failure else {}
@@ -82,8 +95,8 @@ def after_child(s: StepContext, outcome: ChildOutcome) -> StepResult:
     """Project a finished child run back into the state (a paused child parks the parent)."""
     spec = s.node.spec
     assert isinstance(spec, SubgraphNode)
-    if outcome.status == RunStatus.PAUSED:  # in-process only: the cluster parks the parent instead
-        return _paused_on_child(s, outcome.message)
+    if outcome.paused_at is not None:  # in-process only: the cluster parks the parent instead
+        return _paused_on_child(s, outcome.paused_at)
     if not outcome.ok:
         return on_failure(s, outcome.failure(f"subgraph '{spec.graph}'"), 1, outcome.control)
     projected = _projected(s, spec.outputs, outcome)
@@ -106,16 +119,15 @@ def after_parallel(s: StepContext, outcome: ParallelOutcome) -> StepResult:
     the node; collect: the failures go to `errors_field`)."""
     spec = s.node.spec
     assert isinstance(spec, ParallelNode)
-    paused = [b.child for b in outcome.branches if b.child.status == RunStatus.PAUSED]
+    paused = [b.child.paused_at for b in outcome.branches if b.child.paused_at is not None]
     if paused:  # in-process only
-        return _paused_on_child(s, paused[0].message)
+        return _paused_on_child(s, paused[0])
     failed = [b for b in outcome.branches if not b.child.ok]
     if failed and spec.error_policy == "fail_fast":
         first = next((b for b in failed if b.name == outcome.failed_first), failed[0])
         graph = spec.branches[first.name].graph
-        return on_failure(
-            s, first.child.failure(f"branch '{first.name}' (graph '{graph}')"), 1, outcome.control
-        )
+        failure = _of_branch(first.child.failure(f"branch '{first.name}' (graph '{graph}')"), first.name)
+        return on_failure(s, failure, 1, outcome.control)
     done = [b for b in outcome.branches if b.child.ok]
     contributions = tuple(_projected(s, spec.branches[b.name].outputs, b.child) for b in done)
     errors = [{"branch": b.name, **_branch_error(b.child)} for b in failed]
@@ -133,15 +145,17 @@ def _branch_error(child: ChildOutcome) -> dict[str, Any]:
     return {"type": child.error.type, "message": child.error.message}
 
 
-def _paused_on_child(s: StepContext, message: str | None) -> StepResult:
-    """The child run paused: the parent ends paused at the subgraph node, nothing assigned, with
-    the child's pause `message`."""
+def _paused_on_child(s: StepContext, where: PausedAt) -> StepResult:
+    """A child run paused (or a run below it): the parent ends paused at the node that ran it,
+    nothing assigned, with the pause's message and `where` it paused."""
+    message = where.message
     snap = s.snap.model_copy(
         update={
             "step": s.plan.step,
             "path": (*s.snap.path, s.node.name),
             "status": RunStatus.PAUSED,
             "pause_message": message,
+            "paused_at": where,
         }
     )
     event = StepEvent(step=s.plan.step, node=s.node.name, status="paused", message=message)

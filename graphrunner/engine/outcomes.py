@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from graphrunner.engine.failures import RunFailure
+from graphrunner.engine.snapshot import PausedAt
 
 Control = Literal["retry", "continue", "fail"]
 FINISHED_OK = ("completed", "completed_with_errors")
@@ -22,6 +23,8 @@ class ActionFailure:
     message: str
     error_type: str | None = None
     traceback: str | None = None
+    branch: str | None = None  # a failed parallel branch (`branch_failed`)
+    index: int | None = None  # a failed foreach child (`branch_failed`)
 
     def to_dict(self, *, traceback: bool = True) -> dict[str, Any]:
         """The error as recorded in transcript and results: `{type, error_type, message}`, and
@@ -43,6 +46,8 @@ class ActionFailure:
             step=step,
             error_type=self.error_type,
             traceback=self.traceback if traceback else None,
+            branch=self.branch,
+            index=self.index,
         )
 
     @classmethod
@@ -89,6 +94,7 @@ class ItemOutcome:
     index: int
     item: Any
     outcome: ActionOutcome
+    paused: PausedAt | None = None  # its child run paused: where (the item is not done)
 
 
 @dataclass
@@ -144,6 +150,7 @@ class ChildOutcome:
     error: RunFailure | None = None
     control: Control | None = None
     message: str | None = None  # a paused child's pause message
+    paused_at: PausedAt | None = None  # a paused child: where it (or a run below it) paused
 
     @property
     def ok(self) -> bool:
@@ -165,6 +172,9 @@ class ChildOutcome:
 
     def as_item(self, index: int, item: Any, label: str) -> ItemOutcome:
         """A foreach item run as this child: its output is the item's result."""
+        if self.paused_at is not None:
+            failure = ActionFailure("permanent", f"{label} paused", "ChildPaused")
+            return ItemOutcome(index, item, ActionOutcome(failure=failure), paused=self.paused_at)
         if self.ok:
             return ItemOutcome(index, item, ActionOutcome(result=self.output))
         return ItemOutcome(index, item, ActionOutcome(failure=self.failure(label)))

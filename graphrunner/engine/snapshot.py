@@ -14,6 +14,34 @@ from graphrunner.run_status import FINISHED as FINISHED
 from graphrunner.run_status import RunStatus as RunStatus
 
 
+class PausedAt(BaseModel):
+    """Where a run paused below this one: its child run (`run_id`, with the branch or item
+    `index` it is), and the run parked at a pause node (`paused_run`, `node`, `message`), at
+    any depth below."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    branch: str | None = None
+    index: int | None = None
+    paused_run: str
+    node: str | None = None
+    message: str | None = None
+
+    @classmethod
+    def of_child(cls, child: RunSnapshot, branch: str | None = None, index: int | None = None) -> PausedAt:
+        """Where the paused child run `child` (a branch, an item `index`, or a subgraph's child) paused."""
+        below = child.paused_at
+        return cls(
+            run_id=child.run_id,
+            branch=branch,
+            index=index,
+            paused_run=below.paused_run if below is not None else child.run_id,
+            node=below.node if below is not None else (child.path[-1] if child.path else child.node),
+            message=child.pause_message,
+        )
+
+
 class RunSnapshot(BaseModel):
     """Everything the next step needs: where the run is, its state and what happened so far."""
 
@@ -42,6 +70,7 @@ class RunSnapshot(BaseModel):
     children: tuple[str, ...] = ()
     concurrency_key: str | None = None  # at most one active run per key (DESIGN §3)
     pause_message: str | None = None  # the `message` of the pause node a paused run is parked at
+    paused_at: PausedAt | None = None  # a run paused because a run below it paused: where
     forked_from: ForkLink | None = None  # the run and step this run was forked from (DESIGN §12)
     trace: TraceLink | None = None  # where its spans hang in its OpenTelemetry trace (DESIGN §11)
     schedule: ScheduleLink | None = None  # the schedule and tick that started it (DESIGN §12)

@@ -103,7 +103,13 @@ def resume(
     if patch:
         check_size(state, max_state_bytes, f"the state of run {snap.run_id} with the patch")
     resumed = snap.model_copy(
-        update={"state": state, "status": RunStatus.RUNNING, "error": None, "pause_message": None}
+        update={
+            "state": state,
+            "status": RunStatus.RUNNING,
+            "error": None,
+            "pause_message": None,
+            "paused_at": None,
+        }
     )
     node = graph.nodes[snap.node]
     if snap.status is RunStatus.PAUSED and isinstance(node.spec, PauseNode):

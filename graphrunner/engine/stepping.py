@@ -20,7 +20,7 @@ from graphrunner.engine.plan import StepPlan
 from graphrunner.engine.routing import route
 from graphrunner.engine.snapshot import RunSnapshot, RunStatus, StepEvent
 from graphrunner.engine.state import check_state
-from graphrunner.errors import ExpressionError, NodeError, ReducerError, RunError
+from graphrunner.errors import BranchFailed, ExpressionError, NodeError, ReducerError, RunError
 from graphrunner.model import ForeachNode
 
 CATEGORY_OF = {
@@ -28,6 +28,7 @@ CATEGORY_OF = {
     "permission_denied": "permission_denied",
     "limit_exceeded": "limit_exceeded",
     "non_finite_number": "non_finite_number",
+    "branch_failed": "branch_failed",
 }
 
 
@@ -240,8 +241,20 @@ def on_failure(s: StepContext, failure: ActionFailure, attempts: int, control: C
             s, state, {"_last_error": last_error}, on_error, "error", attempts=attempts, error=error
         )
     category = CATEGORY_OF.get(failure.classification, "node_exception")
-    err = NodeError(failure.message, node=s.node.name, step=s.plan.step, state=state, category=category)
-    return fail(s.snap, s.plan, err, attempts, state, traceback=failure.traceback)
+    err = (
+        BranchFailed(
+            failure.message,
+            node=s.node.name,
+            step=s.plan.step,
+            state=state,
+            branch=failure.branch,
+            index=failure.index,
+        )
+        if category == "branch_failed"
+        else NodeError(failure.message, node=s.node.name, step=s.plan.step, state=state, category=category)
+    )
+    trace, branch, index = failure.traceback, failure.branch, failure.index  # a failed branch or item
+    return fail(s.snap, s.plan, err, attempts, state, traceback=trace, branch=branch, index=index)
 
 
 def fail(
@@ -252,9 +265,12 @@ def fail(
     state: dict[str, Any] | None = None,
     *,
     traceback: str | None = None,
+    branch: str | None = None,
+    index: int | None = None,
 ) -> StepResult:
     """End the run `failed` at `plan.node` with `exc` (and the `traceback` of the exception
-    behind it, if any); the node stays current for a resume."""
+    behind it, if any; the `branch` or item `index` of a failed child run); the node stays
+    current for a resume."""
     error = RunFailure(
         type=exc.category,
         message=str(exc),
@@ -262,6 +278,8 @@ def fail(
         step=plan.step,
         field=exc.field if isinstance(exc, ReducerError) else None,
         reducer=exc.reducer if isinstance(exc, ReducerError) else None,
+        branch=branch,
+        index=index,
         traceback=traceback or None,
     )
     ran = plan.kind != "limit"

@@ -33,6 +33,7 @@ from graphrunner.engine import (
     StepResult,
 )
 from graphrunner.engine.grants import child_grants
+from graphrunner.engine.snapshot import PausedAt
 from graphrunner.engine.stepping import foreach_fails
 from graphrunner.errors import GraphrunnerError, RunError
 from graphrunner.model import ForeachNode, ParallelNode
@@ -175,6 +176,8 @@ class LocalRunner:
         failed = 0
         for index, item in items:
             done.append(await self._item(graph, snap, plan, index, item))
+            if done[-1].paused is not None:
+                break  # the item's child run paused: so does the node (and the run)
             failed += not done[-1].outcome.ok
             if foreach_fails(graph, spec, failed, len(items)):
                 break  # the node has failed: the remaining items cannot change that
@@ -204,7 +207,8 @@ class LocalRunner:
             finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             done += [task.result() for task in finished]
             failed = sum(not d.outcome.ok for d in done)
-            if spec.graph is not None and foreach_fails(graph, spec, failed, len(items)):
+            paused = any(d.paused is not None for d in done)
+            if spec.graph is not None and (paused or foreach_fails(graph, spec, failed, len(items))):
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
@@ -244,7 +248,8 @@ class LocalRunner:
                 ended[tasks[task]] = task.result()
                 if failed_first is None and not ended[tasks[task]].ok:
                     failed_first = tasks[task]
-            if failed_first is not None and spec.error_policy == "fail_fast":
+            paused = any(e.paused_at is not None for e in ended.values())
+            if failed_first is not None and (paused or spec.error_policy == "fail_fast"):
                 for task in pending:
                     task.cancel()
                 await asyncio.gather(*pending, return_exceptions=True)
@@ -287,4 +292,9 @@ class LocalRunner:
                 )
         except GraphrunnerError as exc:
             return ChildOutcome("failed", error=RunFailure(type="node_exception", message=str(exc)))
-        return ChildOutcome(result.status, result.state, result.output, result.error, message=result.message)
+        paused = None
+        if result.status == RunStatus.PAUSED.value and result.snapshot is not None:
+            paused = PausedAt.of_child(result.snapshot, branch, index)
+        return ChildOutcome(
+            result.status, result.state, result.output, result.error, message=result.message, paused_at=paused
+        )

@@ -64,6 +64,9 @@ def run_view(
         "path": list(snap.path[-MAX_LISTED:]),
         "path_length": len(snap.path),
         "message": snap.pause_message if snap.status.value == "paused" else None,
+        "paused_at": snap.paused_at.model_dump(mode="json")
+        if snap.status.value == "paused" and snap.paused_at is not None
+        else None,
         "error": _error(snap.error.to_dict() if snap.error is not None else None),
         "errors": [_error(e.model_dump(mode="json")) for e in snap.errors[:MAX_LISTED]],
         "errors_total": len(snap.errors),

@@ -1,6 +1,7 @@
 """Child runs: subgraph nodes, foreach over a graph and parallel branches name graphs that must
 exist, and their projections must name declared fields (`unknown_graph`,
-`mapping_references_undeclared_field`)."""
+`mapping_references_undeclared_field`); a child that may pause is refused where its failures
+are collected (`suspension_in_unsupported_context`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from graphrunner.model import ForeachNode, GraphSpec, ParallelNode, SubgraphNode
+from graphrunner.model import ForeachNode, GraphSpec, ParallelNode, PauseNode, SubgraphNode
 from graphrunner.report import Issue
 
 ChildLookup = Callable[[str], "GraphSpec | str"]
@@ -50,7 +51,45 @@ def check_children(spec: GraphSpec, lookup: ChildLookup) -> list[Issue]:
             issues.append(Issue("unknown_graph", message, node=site.node, location=f"{site.where}.graph"))
             continue
         issues += _mapping_fields(spec, child, site)
+        issues += _pause_where_collected(spec, child, site, lookup)
     return issues
+
+
+def _pause_where_collected(
+    parent: GraphSpec, child: GraphSpec, site: ChildSite, lookup: ChildLookup
+) -> list[Issue]:
+    """A child that may pause, under a node that collects its failures (a parallel node's
+    `error_policy: collect`, a foreach's `tolerated_failures`): its pause could never be resumed
+    sensibly (the node would go on without it), so the graph is refused."""
+    node = parent.nodes[site.node]
+    collects = (isinstance(node, ParallelNode) and node.error_policy == "collect") or (
+        isinstance(node, ForeachNode) and node.tolerated_failures not in (0, "0%")
+    )
+    pause = _first_pause(child, lookup, set()) if collects else None
+    if pause is None:
+        return []
+    policy = "error_policy: collect" if isinstance(node, ParallelNode) else "tolerated_failures"
+    message = (
+        f"node '{site.node}': {site.what} '{site.graph}' may pause ({pause}), but the node collects "
+        f"its children's failures ({policy}): a pause there cannot be resumed; use fail_fast "
+        "(no tolerated failures) or move the pause out of the child graph"
+    )
+    return [
+        Issue("suspension_in_unsupported_context", message, node=site.node, location=f"{site.where}.graph")
+    ]
+
+
+def _first_pause(spec: GraphSpec, lookup: ChildLookup, seen: set[str]) -> str | None:
+    """Where `spec`, or a graph it runs as a child at any depth, has a pause node, if anywhere."""
+    seen.add(spec.id)
+    for name, node in spec.nodes.items():
+        if isinstance(node, PauseNode):
+            return f"node '{name}' of graph '{spec.id}'"
+    for site in child_sites(spec):
+        child = lookup(site.graph) if site.graph not in seen else None
+        if isinstance(child, GraphSpec) and (found := _first_pause(child, lookup, seen)) is not None:
+            return found
+    return None
 
 
 def _mapping_fields(parent: GraphSpec, child: GraphSpec, site: ChildSite) -> list[Issue]:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 from semantics_targets import records
-from support import uid, write
+from support import uid, wait_for, write
 from worker_procs import dedicated_worker
 
 from graphrunner import Graph, GraphValidationError, StateValidationError, load_graph, parse_graph
@@ -361,9 +361,10 @@ def test_a_child_that_pauses_parks_its_parent_until_the_child_is_resumed(
     while time.monotonic() < deadline and not child_paused():
         time.sleep(0.05)
     assert cluster.run(child_id).status() == "paused"
-    parent = run.snapshot()
-    assert parent.status.value == "running" and parent.wait is not None
-    assert parent.wait.kind == "child" and parent.wait.child == child_id
+    wait_for(lambda: run.status() == "paused", 30, "the parent to pause with its child")
+    parent = run.snapshot()  # paused, its step still suspended on the child, naming it
+    assert parent.wait is not None and parent.wait.kind == "child" and parent.wait.child == child_id
+    assert parent.paused_at is not None and parent.paused_at.run_id == child_id
     result = cluster.resume(child_id, state_patch={"approved": True}).wait(timeout=30)
     assert result.status == "completed"
     assert run.wait(timeout=30).output == {"verdict": "approved"}

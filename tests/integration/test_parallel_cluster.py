@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from celery.signals import task_prerun
-from parallel_graphs import FOREACH, PARENT, folder
+from parallel_graphs import EMPTY_GUARDED, FOREACH, PARENT, folder
 from support import wait_for
 
 from graphrunner import Graph, load_graph
@@ -49,6 +49,8 @@ def test_fail_fast_cancels_the_running_branch(cluster: Client, tmp_path: Path) -
     result = handle.wait(timeout=WAIT_S)
     assert (result.status, result.error.node) == ("failed", "research")
     assert "branch 'fast' (graph 'broken') ended failed: the source is down" in result.error.message
+    assert (result.error.type, result.error.branch) == ("branch_failed", "fast")  # as in-process
+    assert result.to_dict()["error"]["branch"] == "fast"
     sleeper = f"{handle.id}.1.slow"  # the branch that sleeps for 90 s: cancelled, not waited for
     wait_for(
         lambda: cluster.store.load_run(sleeper).status.value == "cancelled", WAIT_S, "the sleeper's cancel"
@@ -164,7 +166,12 @@ def test_a_paused_branch_parks_the_parent_until_it_is_resumed(cluster: Client, t
     kid = f"{handle.id}.1.slow"
     wait_for(lambda: getattr(cluster.store.load_run(kid), "status", None) is not None, WAIT_S, "the kid")
     wait_for(lambda: cluster.store.load_run(kid).status.value == "paused", WAIT_S, "the kid to pause")
-    assert cluster.store.load_run(handle.id).status.value == "running"  # parked on its kids, no worker held
+    # paused with its kid (no worker held), its step still suspended on its kids
+    wait_for(
+        lambda: cluster.store.load_run(handle.id).status.value == "paused", WAIT_S, "the parent to pause"
+    )
+    parent = cluster.store.load_run(handle.id)
+    assert parent.wait is not None and parent.paused_at is not None and parent.paused_at.branch == "slow"
     cluster.resume(kid)
     result = handle.wait(timeout=WAIT_S)
     assert (result.status, result.state["log"], result.state["slow_hits"]) == (
@@ -273,3 +280,16 @@ def test_task_names_read_like_the_graph_and_stay_bounded(cluster: Client, tmp_pa
         "summarise:check",
         "summarise:done",
     }, seen
+
+
+def test_a_failed_foreach_child_names_its_item_as_in_process(cluster: Client, tmp_path: Path) -> None:
+    graph = graph_of(tmp_path, FOREACH.replace("PARALLEL", "false").replace("tolerated_failures: 1", ""))
+    result = both(cluster, graph, {"docs": ["a", "bad", "c"]})
+    assert (result.status, result.error.type, result.error.index) == ("failed", "node_exception", 1)
+    assert result.error.branch is None and result.error.node == "each"
+
+
+def test_an_empty_fan_out_succeeds_at_once_as_in_process(cluster: Client, tmp_path: Path) -> None:
+    graph = graph_of(tmp_path, EMPTY_GUARDED.replace("size(state.docs) == 0", "size(state.docs) < 0"))
+    result = both(cluster, graph, {"docs": []})
+    assert (result.status, result.output) == ("completed", {"results": [], "failed": [], "count": 0})

@@ -146,7 +146,7 @@ def test_cancelling_a_parent_cancels_its_active_child(mc: MemoryCluster, tmp_pat
     child_id = f"{run_id}.1"
     mc.drive(until=lambda: not any(mc.store.queues.values()) and mc.store.load_run(child_id) is not None)
     assert mc.snap(child_id).status is RunStatus.PAUSED
-    assert mc.snap(run_id).status is RunStatus.RUNNING  # parked on its child, no message
+    assert mc.snap(run_id).status is RunStatus.PAUSED  # paused with its child, no message
     mc.client.cancel(run_id)
     assert mc.snap(run_id).status is RunStatus.CANCELLED
     assert mc.snap(child_id).status is RunStatus.CANCELLED

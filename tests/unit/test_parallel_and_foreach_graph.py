@@ -8,9 +8,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from parallel_graphs import FOREACH, PARENT, folder
+from parallel_graphs import EMPTY_GUARDED, FOREACH, PARENT, folder
 
 from graphrunner import GraphValidationError, load_graph
+from graphrunner.errors import BranchFailed
 from graphrunner.loading import inspect_graph
 from graphrunner.results import RunResult
 from graphrunner.settings import Settings
@@ -37,7 +38,11 @@ def test_fail_fast_cancels_the_other_branches_and_fails_the_node_naming_the_bran
     text = text.replace("outputs: {fast_hits: hits, log: log, winner: winner}", "outputs: {}")
     result = run(tmp_path, text)  # without cancellation it would sleep for 90 s
     assert result.status == "failed"
-    assert result.error.type == "node_exception" and result.error.node == "research"
+    assert result.error.type == "branch_failed" and result.error.node == "research"
+    assert (result.error.branch, result.error.index) == ("fast", None)  # the branch names itself
+    with pytest.raises(BranchFailed) as raised:  # a NodeError of its own category
+        result.raise_for_error()
+    assert (raised.value.branch, raised.value.category) == ("fast", "branch_failed")
     assert "branch 'fast' (graph 'broken') ended failed: the source is down" in result.error.message
 
 
@@ -132,3 +137,19 @@ def test_over_that_is_not_a_list_fails_the_node_at_run_time(tmp_path: Path) -> N
     text = FOREACH.replace("PARALLEL", "true").replace("docs: {type: list}", "docs: {}")
     result = run(tmp_path, text, {"docs": "abc"})
     assert result.status == "failed" and "over must resolve to a list" in result.error.message
+
+
+def test_a_failed_foreach_child_fails_the_node_naming_its_item(tmp_path: Path) -> None:
+    text = FOREACH.replace("PARALLEL", "false").replace("tolerated_failures: 1", "")
+    result = run(tmp_path, text, {"docs": ["a", "bad", "c"]})
+    assert (result.status, result.error.type, result.error.index) == ("failed", "node_exception", 1)
+    assert "item 1 (graph 'summarise') ended failed: cannot read bad" in result.error.message
+
+
+def test_an_empty_fan_out_succeeds_at_once_and_a_gate_can_refuse_it(tmp_path: Path) -> None:
+    unguarded = EMPTY_GUARDED.replace("size(state.docs) == 0", "size(state.docs) < 0")
+    ran = run(tmp_path, unguarded, {"docs": []})
+    assert (ran.status, ran.path, ran.state["summaries"]) == ("completed", ["any_left", "each", "done"], [])
+    assert ran.output == {"results": [], "failed": [], "count": 0}
+    guarded = run(tmp_path, EMPTY_GUARDED, {"docs": []})
+    assert (guarded.status, guarded.output) == ("completed", "nothing to do")

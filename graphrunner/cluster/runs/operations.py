@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from graphrunner import engine
+from graphrunner.cluster.runs import pauses
 from graphrunner.cluster.waits.base import open_children
 from graphrunner.cluster.waits.timers import restart
 from graphrunner.compiled import CompiledGraph
@@ -105,6 +106,8 @@ def cancel(cluster: Cluster, run_id: str, reason: str = "cancelled by request") 
         cluster.store.unqueue(snap.concurrency_key, run_id)
     for child in dict.fromkeys((*snap.children, *open_children(snap))):
         _cancel_child(cluster, child, run_id)
+    if snap.status is RunStatus.PAUSED:
+        pauses.resume_above(cluster, final)  # the runs above that paused with it take in its end
     hand_on(cluster, final)
     return final
 
@@ -127,13 +130,23 @@ def resume(
 
     `patch` is checked against the state schema and merged in. The run stays pinned to the
     graph version it started with, unless `upgrade` (the same graph id, where the run's
-    node still exists) re-pins it. Raises `RunNotFound` or `ResumeError` (and
-    `StateValidationError` for a bad patch), changing nothing then.
+    node still exists) re-pins it. A run paused because a run below it paused resumes that run
+    instead, with `patch` (its state's), and the runs between go on (`pauses`). Raises
+    `RunNotFound` or `ResumeError` (and `StateValidationError` for a bad patch), changing
+    nothing then.
     """
     if patch is not None and not isinstance(patch, Mapping):
         raise ResumeError(f"a state patch must be a mapping of field to value, got {type(patch).__name__}")
     store = cluster.store
     snap = existing_run(store, run_id)
+    below = pauses.paused_run(cluster, snap)
+    if below is not None:  # it paused because a run below it paused: that run goes on
+        if upgrade is not None:
+            raise ResumeError(
+                f"run {run_id} paused below, in run {below.run_id}: resume that run to upgrade it"
+            )
+        resume(cluster, below.run_id, patch)
+        return existing_run(store, run_id)
     _check_resumable(cluster, snap)
     graph = cluster.graphs.get(snap.graph_hash) if upgrade is None else _re_pin(cluster, snap, upgrade)
     at = _as_paused(store, snap)  # a paused run that was cancelled goes on past its pause
@@ -161,6 +174,8 @@ def resume(
         raise ResumeError(f"run {run_id} changed while it was being resumed; look at it and try again")
     if resumed.status.finished:  # a pause that was the last node: the run is over
         hand_on(cluster, resumed)
+    if snap.status is RunStatus.PAUSED and snap.paused_at is None:
+        pauses.resume_above(cluster, resumed)  # the runs above that paused with it go on
     return resumed
 
 

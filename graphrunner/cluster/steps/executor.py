@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from graphrunner import engine
-from graphrunner.cluster.runs import operations
+from graphrunner.cluster.runs import operations, pauses
 from graphrunner.cluster.runs.context import Cluster
 from graphrunner.cluster.runs.items import fold_records
 from graphrunner.cluster.steps import redeliveries
@@ -264,6 +264,8 @@ class StepExecutor:
         if result.event.error is not None:
             log_failed_step(snap.run_id, result.event.error, final.status.value)
         await self.services.after(graph, plan, replace(result, snapshot=final))
+        if final.status is RunStatus.PAUSED and final.parent is not None:
+            pauses.pause_above(self.cluster, final)  # the runs above it pause with it
         if final.status.finished and final.concurrency_key:
             operations.hand_on(self.cluster, final)
         return "committed"

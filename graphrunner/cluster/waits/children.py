@@ -30,6 +30,8 @@ and the step looks at that one; a subgraph's one child is read when it wakes its
 - The parent's record holds the window (the open kids' keys), never the items' results: those
   stay in the kids' records until the node completes, and are read then, a page at a time.
 - A child whose capabilities are not its parent's (a run that took its id) is never trusted.
+- A kid that pauses pauses its parent, whose step stays suspended on its kids at the same
+  phase; resuming the kid sets the parent running again (`cluster/runs/pauses.py`).
 
 The child runs themselves (ids, first snapshots, how one ended) are `cluster/runs/children.py`.
 """
