@@ -88,9 +88,10 @@ class ScheduleSpec(BaseModel):
         """The schedule's time zone."""
         return ZoneInfo(self.timezone)
 
-    def key_for(self, schedule_id: str) -> str | None:
-        """The concurrency key the schedule's runs take (None for `allow_all`)."""
-        if self.overlap == "allow_all":
+    def key_for(self, schedule_id: str, overlap: str | None = None) -> str | None:
+        """The concurrency key the schedule's runs take under `overlap` (its own policy by
+        default; None for `allow_all`)."""
+        if (overlap or self.overlap) == "allow_all":
             return None
         return self.concurrency_key or f"schedule:{schedule_id}"
 

@@ -56,11 +56,19 @@ def check_resume(
     """Raise `SubmitRefused` unless the login could have submitted a run carrying `carried`: resuming
     or forking (with a state patch) steers what a run does with its capabilities, so it needs them
     all; `doing` names the action in the message."""
+    check_carried(granted, f"run {run_id} carries", carried, user, doing)
+
+
+def check_carried(
+    granted: Sequence[str], subject: str, carried: Sequence[str], user: str | None, doing: str
+) -> None:
+    """Raise `SubmitRefused` unless the login is granted every capability of `carried`, which
+    `subject` ("run X carries") names, to do `doing` with it."""
     wider = beyond(granted, carried)
     if wider is not None:
         raise SubmitRefused(
-            f"run {run_id} carries capability {wider!r}, which {_who(user)} is not granted: only a "
-            f"login granted all of {list(carried)} may {doing} it",
+            f"{subject} capability {wider!r}, which {_who(user)} is not granted: only a login "
+            f"granted all of {list(carried)} may {doing} it",
             capability=wider,
             granted=list(granted),
         )

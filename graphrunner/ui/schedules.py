@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphrunner.errors import InvalidRunQuery
 from graphrunner.ui.base import Base, Page
-from graphrunner.ui.permits import SubmitRefused, beyond, check_grants, run_capabilities
+from graphrunner.ui.permits import check_carried, check_grants, run_capabilities
 from graphrunner.ui.reading import find_graph
 
 if TYPE_CHECKING:
@@ -103,15 +103,8 @@ def check_starts(client: Client, info: ScheduleInfo, granted: Sequence[str], use
     carried = info.capabilities
     if carried is None:
         carried = tuple(client.settings.default_capabilities)
-    wider = beyond(granted, carried)
-    if wider is not None:
-        who = f"login {user!r}" if user is not None else "the explorer without auth"
-        raise SubmitRefused(
-            f"schedule {info.id} starts runs carrying capability {wider!r}, which {who} is not "
-            f"granted: only a login granted all of {list(carried)} may resume, trigger or backfill it",
-            capability=wider,
-            granted=list(granted),
-        )
+    subject = f"schedule {info.id} starts runs carrying"
+    check_carried(granted, subject, carried, user, "resume, trigger or backfill")
 
 
 def _when(body: Mapping[str, Any], name: str) -> datetime | float:

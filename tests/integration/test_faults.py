@@ -15,6 +15,8 @@ import socket
 import textwrap
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -111,6 +113,45 @@ def behind(worker: WorkerProcess, marker: Path, tags: list[str]) -> bool:
     return any(worker.owns(int(pid)) for tag in tags for pid in lines(marker / f"ticks-{tag}"))
 
 
+@dataclass
+class Partitioned:
+    """A partition in progress: the producer, the graph, the runs it submitted, and the worker
+    that talks to Redis directly."""
+
+    client: Client
+    graph: Any  # a parsed graph (ticks_graph)
+    runs: dict[str, RunHandle]
+    direct: WorkerProcess
+
+
+@contextmanager
+def partitioned(
+    redis_url: str,
+    proxy: FaultProxy,
+    worker_env: dict[str, Any],
+    tmp_path: Path,
+    fleet: list[WorkerProcess],
+    count: int,
+) -> Iterator[Partitioned]:
+    """Two workers, one behind the proxy; `count` runs submitted and the proxy blackholed once the
+    worker behind it took a step of one (its connections stay open and silent); the block starts
+    once every run completed, each step once: the other worker ran what the cut one held."""
+    proxied, direct = envs(worker_env, redis_url, proxy)
+    client = Client(redis_url)
+    try:
+        workers = [started(fleet, "cut", proxied, tmp_path), started(fleet, "ok", direct, tmp_path)]
+        graph = ticks_graph(tmp_path, 0.3)
+        tags = [uid() for _ in range(count)]
+        runs = {tag: client.submit(graph, {"tag": tag}) for tag in tags}
+        wait_for(lambda: behind(workers[0], tmp_path, tags), 30, "a step on the worker behind the proxy")
+        proxy.blackhole()
+        for tag, run in runs.items():
+            check_once(run, tmp_path, tag)
+        yield Partitioned(client, graph, runs, workers[1])
+    finally:
+        client.close()
+
+
 def test_a_worker_partitioned_from_redis_mid_run_stops_vouching_and_others_finish_its_runs(
     private_redis: EmbeddedRedis,
     proxy: FaultProxy,
@@ -118,26 +159,13 @@ def test_a_worker_partitioned_from_redis_mid_run_stops_vouching_and_others_finis
     tmp_path: Path,
     fleet: list[WorkerProcess],
 ) -> None:
-    proxied, direct = envs(worker_env, private_redis.url, proxy)
-    client = Client(private_redis.url)
-    try:
-        workers = [started(fleet, "cut", proxied, tmp_path), started(fleet, "ok", direct, tmp_path)]
-        graph = ticks_graph(tmp_path, 0.3)
-        tags = [uid() for _ in range(6)]
-        runs = {tag: client.submit(graph, {"tag": tag}) for tag in tags}
-        wait_for(lambda: behind(workers[0], tmp_path, tags), 30, "a step on the worker behind the proxy")
-        proxy.blackhole()  # a partition: its connections stay open and silent
-        for tag, run in runs.items():  # while it lasts: the others ran what it held
-            check_once(run, tmp_path, tag)
+    with partitioned(private_redis.url, proxy, worker_env, tmp_path, fleet, 6) as cut:
         proxy.heal()  # what it sent meanwhile arrives now: late commits are fenced off
-        workers.pop().stop()
+        cut.direct.stop()
         again = uid()
-        run = client.submit(graph, {"tag": again})
-        check_once(run, tmp_path, again)  # the partitioned worker recovered, alone
-        for tag, run in runs.items():
+        check_once(cut.client.submit(cut.graph, {"tag": again}), tmp_path, again)  # it recovered, alone
+        for tag, run in cut.runs.items():
             check_once(run, tmp_path, tag)  # nothing it sent late changed a run
-    finally:
-        client.close()
 
 
 def test_a_worker_whose_connections_died_silently_in_a_partition_recovers(
@@ -147,24 +175,12 @@ def test_a_worker_whose_connections_died_silently_in_a_partition_recovers(
     tmp_path: Path,
     fleet: list[WorkerProcess],
 ) -> None:
-    proxied, direct = envs(worker_env, private_redis.url, proxy)
-    client = Client(private_redis.url)
-    try:
-        workers = [started(fleet, "cut", proxied, tmp_path), started(fleet, "ok", direct, tmp_path)]
-        graph = ticks_graph(tmp_path, 0.3)
-        tags = [uid() for _ in range(4)]
-        runs = {tag: client.submit(graph, {"tag": tag}) for tag in tags}
-        wait_for(lambda: behind(workers[0], tmp_path, tags), 30, "a step on the worker behind the proxy")
-        proxy.blackhole()
-        for tag, run in runs.items():
-            check_once(run, tmp_path, tag)
+    with partitioned(private_redis.url, proxy, worker_env, tmp_path, fleet, 4) as cut:
         proxy.heal(strand=True)  # its old connections never answer again; new ones do
-        workers.pop().stop()
+        cut.direct.stop()
         again = uid()
-        run = client.submit(graph, {"tag": again})
+        run = cut.client.submit(cut.graph, {"tag": again})
         check_once(run, tmp_path, again, timeout=90)  # every blocked call ended; it reconnected
-    finally:
-        client.close()
 
 
 def test_reset_storms_on_the_worker_and_producer_links_lose_and_repeat_nothing(

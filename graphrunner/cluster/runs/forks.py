@@ -55,7 +55,7 @@ def fork(
     if patch is not None and not isinstance(patch, Mapping):
         raise ForkError(f"a state patch must be a mapping of field to value, got {type(patch).__name__}")
     origin = existing_run(cluster.store, run_id)
-    entry = history.read(cluster.store, run_id).at(step)
+    entry = history.read(cluster.store, run_id, origin).at(step)
     graph = cluster.graphs.get(entry.graph_hash or origin.graph_hash)
     if upgrade is not None:
         graph = _re_pin(cluster, origin, entry, upgrade)

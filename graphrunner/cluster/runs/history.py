@@ -13,13 +13,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from graphrunner.errors import HistoryUnavailable, RunNotFound
 from graphrunner.services.records import AnyRecord, ResumeRecord, StepRecord, UnknownRecord, parse
 from graphrunner.store import Aside, Kept, StepEntry, Store
+
+if TYPE_CHECKING:
+    from graphrunner.engine import RunSnapshot
 
 START = "start"  # the status of a history's first entry: where the run (or a fork) starts
 
@@ -89,13 +92,14 @@ def asides(records: Sequence[AnyRecord], state: Mapping[str, Any]) -> list[Aside
     return kept
 
 
-def read(store: Store, run_id: str) -> History:
-    """The history of run `run_id`; raises `RunNotFound` (also for a run whose retention passed)."""
+def read(store: Store, run_id: str, snap: RunSnapshot | None = None) -> History:
+    """The history of run `run_id` (whose snapshot is `snap`, when the caller has read it);
+    raises `RunNotFound` (also for a run whose retention passed)."""
     found = store.history(run_id)
     if found is None:
         raise RunNotFound(f"no run with id {run_id!r} (a finished run is kept GRAPHRUNNER_RETENTION seconds)")
     kept, entries = found
-    snap = store.load_run(run_id)
+    snap = snap if snap is not None else store.load_run(run_id)
     origin = (snap.forked_from.run_id, snap.forked_from.step) if snap and snap.forked_from else None
     return fold(run_id, kept, entries, origin)
 

@@ -24,7 +24,6 @@ from graphrunner.cluster.schedules.store import ScheduleRecord, ScheduleStore, T
 from graphrunner.cluster.schedules.timing import fires_at, iso, tick_run_id, ticks_after, trigger_run_id
 from graphrunner.engine.schedule_link import ScheduleLink
 from graphrunner.errors import CancelError, GraphrunnerError, RunNotFound, RunRefused, StoreUnavailable
-from graphrunner.model.schedules import ScheduleSpec
 
 if TYPE_CHECKING:
     from graphrunner.cluster.runs.context import Cluster
@@ -35,11 +34,6 @@ MAX_TICKS = 1000  # ticks one pass looks at per schedule (a long outage is caugh
 MISSED_RECORDED = 100  # missed ticks recorded one by one per pass; more are only counted
 RETRY_BROKEN = 60.0  # seconds before a schedule whose firing raised is looked at again
 FAR = 366 * 86400.0  # a cron that never fires again is looked at once a year
-
-
-def key_of(schedule_id: str, spec: ScheduleSpec, overlap: str) -> str | None:
-    """The concurrency key a run of the schedule takes under `overlap` (None for `allow_all`)."""
-    return None if overlap == "allow_all" else spec.concurrency_key or f"schedule:{schedule_id}"
 
 
 class Scheduler:
@@ -117,7 +111,7 @@ class Scheduler:
         tick, policy, spec = link.tick, overlap or record.spec.overlap, record.spec
         if self.cluster.store.run_fields(run_id):  # started before, by a beat that died before recording
             return self._outcome(tick, run_id, now)
-        key = key_of(record.id, spec, policy)
+        key = spec.key_for(record.id, policy)
         if key is not None and policy == "buffer_one" and self._buffer_full(key):
             return TickOutcome(
                 tick=tick, outcome="skipped", reason="overlap: a run is already buffered", at=now
